@@ -1,0 +1,3 @@
+from ddtree_patch.cli import main
+
+main()

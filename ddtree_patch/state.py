@@ -1,0 +1,382 @@
+"""The state folder beside the package: manifest, journal and backups, readable by a person.
+
+Layout (all under `site-packages/.ddtree-patch/`):
+
+    sglang.lock                     the lock file (stays; zero bytes)
+    sglang/manifest.json            what the applied patch changed (written last by apply)
+    sglang/journal.json             present only while a transaction runs, or after a crash
+    sglang/original/<path>          pristine copy of every file the patch rewrote or moved away
+    sglang/patched/<path>           the bytes the patch wrote (so drift can be shown as a diff)
+
+`<path>` is the file's path relative to site-packages (`sglang/srt/...`,
+`sglang-X.dist-info/RECORD`), so `diff -r .ddtree-patch/sglang/original/sglang sglang` works.
+Manifest and journal name files the same way. Every path read back from them is checked to
+stay inside the sglang package (or to be its RECORD) before the tool touches it, so a tampered
+manifest cannot make the tool read or write anywhere else.
+
+The state folder is not listed in RECORD on purpose: it must survive `pip install -U sglang`
+so that `status` can tell the user their patch was lost (stale).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+from dataclasses import asdict, dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ddtree_patch import fsio
+from ddtree_patch.errors import CorruptState
+from ddtree_patch.model import Install, Plan
+
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class EditedEntry:
+    """A package file the patch rewrote."""
+
+    path: str
+    sha256_before: str
+    sha256_after: str
+    size_before: int
+    size_after: int
+    mode: int  # permission bits of the original, restored on revert
+    mtime_ns: int  # mtime of the original, restored so its old bytecode is valid again
+
+
+@dataclass(frozen=True)
+class AddedEntry:
+    """A file the patch dropped into the package."""
+
+    path: str
+    sha256: str
+    size: int
+
+
+@dataclass(frozen=True)
+class BytecodeEntry:
+    """A `__pycache__/*.pyc` of a rewritten module, moved into the backups by apply."""
+
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class RecordEntry:
+    """The dist-info RECORD, rewritten with the new hashes."""
+
+    path: str
+    sha256_before: str
+    sha256_after: str
+    mode: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class Changes:
+    """Everything one apply changes; the journal lists it before the first write."""
+
+    plan_digest: str
+    edited: tuple[EditedEntry, ...] = ()
+    added: tuple[AddedEntry, ...] = ()
+    created_dirs: tuple[str, ...] = ()  # parents first
+    bytecode: tuple[BytecodeEntry, ...] = ()
+    record: RecordEntry | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    tool_version: str
+    sglang_version: str
+    python: str  # the interpreter that ran the tool
+    applied_at: str  # ISO 8601, UTC
+    changes: Changes
+    schema: int = SCHEMA
+
+
+@dataclass(frozen=True)
+class Journal:
+    op: str  # "apply" | "revert"
+    tool_version: str
+    started_at: str
+    pid: int
+    changes: Changes
+    schema: int = SCHEMA
+
+
+def plan_digest(plan: Plan) -> str:
+    """Identity of a plan's content: same digest, same bytes written."""
+    digest = hashlib.sha256()
+    for e in sorted(plan.edits, key=lambda e: e.path):
+        digest.update(f"edit {e.path} {_sha(e.before)} {_sha(e.after)}\n".encode())
+    for a in sorted(plan.added, key=lambda a: a.path):
+        digest.update(f"add {a.path} {_sha(a.data)}\n".encode())
+    return digest.hexdigest()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def python_description() -> str:
+    return f"{platform.python_implementation()} {platform.python_version()}"
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """Where the state of one install lives."""
+
+    install: Install
+    root: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "root", self.install.state_dir)
+
+    @property
+    def lock(self) -> Path:
+        return self.root.parent / f"{self.root.name}.lock"
+
+    @property
+    def manifest(self) -> Path:
+        return self.root / "manifest.json"
+
+    @property
+    def journal(self) -> Path:
+        return self.root / "journal.json"
+
+    def original(self, rel: str) -> Path:
+        return self.root / "original" / rel
+
+    def patched(self, rel: str) -> Path:
+        return self.root / "patched" / rel
+
+
+def package_prefix(install: Install) -> str:
+    """The package folder relative to site-packages, as a posix path (normally `sglang`)."""
+    return install.package_dir.relative_to(install.site_packages).as_posix()
+
+
+def site_path(install: Install, package_rel: str) -> str:
+    """A plan path (relative to the package) as a state path (relative to site-packages)."""
+    return f"{package_prefix(install)}/{package_rel}"
+
+
+def record_rel(install: Install) -> str | None:
+    if install.record is None:
+        return None
+    return install.record.relative_to(install.site_packages).as_posix()
+
+
+def checked_path(install: Install, rel: str, *, record: bool = False) -> Path:
+    """The absolute path of `rel` (relative to site-packages) after proving it stays inside.
+
+    Accepts only a plain relative posix path under the package folder (or, with `record`, exactly
+    the install's RECORD); symlinks that lead elsewhere are refused too.
+    """
+    pure = PurePosixPath(rel)
+    bad = (
+        not rel
+        or "\\" in rel
+        or "\x00" in rel
+        or pure.is_absolute()
+        or any(part in ("", ".", "..") for part in rel.split("/"))
+    )
+    if record:
+        inside = rel == record_rel(install)
+    else:
+        root_parts = PurePosixPath(package_prefix(install)).parts
+        inside = pure.parts[: len(root_parts)] == root_parts and len(pure.parts) > len(root_parts)
+    if bad or not inside:
+        raise CorruptState(f"state names a path outside the sglang package: {rel!r}")
+    path = install.site_packages / rel
+    root = install.record.parent if record else install.package_dir
+    if not path.resolve().is_relative_to(root.resolve()):
+        raise CorruptState(f"state path {rel!r} leads outside the sglang package through a link")
+    return path
+
+
+# --- JSON (de)serialisation: plain dicts a person can read, checked field by field on load ---
+
+
+def _mode_out(d: dict[str, Any]) -> dict[str, Any]:
+    if "mode" in d:
+        d["mode"] = oct(d["mode"])
+    return d
+
+
+def changes_to_json(changes: Changes) -> dict[str, Any]:
+    return {
+        "plan_digest": changes.plan_digest,
+        "edited": [_mode_out(asdict(e)) for e in changes.edited],
+        "added": [asdict(a) for a in changes.added],
+        "created_dirs": list(changes.created_dirs),
+        "bytecode": [asdict(b) for b in changes.bytecode],
+        "record": _mode_out(asdict(changes.record)) if changes.record else None,
+    }
+
+
+def _entry(cls: type, raw: Any, what: str) -> Any:
+    try:
+        values = dict(raw)
+        if "mode" in values:
+            values["mode"] = int(values["mode"], 8)
+        entry = cls(**values)
+    except (TypeError, ValueError) as exc:
+        raise CorruptState(f"{what}: bad entry {raw!r} ({exc})") from exc
+    for name, kind in cls.__annotations__.items():
+        value = getattr(entry, name)
+        if (kind == "str" and not isinstance(value, str)) or (
+            kind == "int" and (not isinstance(value, int) or isinstance(value, bool))
+        ):
+            raise CorruptState(f"{what}: field {name!r} of {raw!r} has the wrong type")
+    return entry
+
+
+def changes_from_json(install: Install, raw: Any, what: str) -> Changes:
+    """Parse and check a `changes` object: types, and every path stays inside the package."""
+    try:
+        changes = Changes(
+            plan_digest=str(raw["plan_digest"]),
+            edited=tuple(_entry(EditedEntry, e, what) for e in raw["edited"]),
+            added=tuple(_entry(AddedEntry, a, what) for a in raw["added"]),
+            created_dirs=tuple(str(d) for d in raw["created_dirs"]),
+            bytecode=tuple(_entry(BytecodeEntry, b, what) for b in raw["bytecode"]),
+            record=_entry(RecordEntry, raw["record"], what) if raw["record"] else None,
+        )
+    except (KeyError, TypeError) as exc:
+        raise CorruptState(f"{what}: missing or malformed field ({exc})") from exc
+    for rel in (
+        [e.path for e in changes.edited]
+        + [a.path for a in changes.added]
+        + [b.path for b in changes.bytecode]
+        + list(changes.created_dirs)
+    ):
+        checked_path(install, rel)
+    if changes.record:
+        checked_path(install, changes.record.path, record=True)
+    return changes
+
+
+def _load_json(path: Path, what: str) -> dict[str, Any] | None:
+    try:
+        raw = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise CorruptState(f"{what} {path} is unreadable ({exc}); move it away to start over") from exc
+    if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
+        raise CorruptState(f"{what} {path} has an unknown schema; move it away to start over")
+    return raw
+
+
+def load_manifest(install: Install) -> Manifest | None:
+    paths = StatePaths(install)
+    raw = _load_json(paths.manifest, "manifest")
+    if raw is None:
+        return None
+    what = f"manifest {paths.manifest}"
+    try:
+        return Manifest(
+            tool_version=str(raw["tool_version"]),
+            sglang_version=str(raw["sglang_version"]),
+            python=str(raw["python"]),
+            applied_at=str(raw["applied_at"]),
+            changes=changes_from_json(install, raw["changes"], what),
+        )
+    except KeyError as exc:
+        raise CorruptState(f"{what} lacks field {exc}; move it away to start over") from exc
+
+
+def load_journal(install: Install) -> Journal | None:
+    paths = StatePaths(install)
+    raw = _load_json(paths.journal, "journal")
+    if raw is None:
+        return None
+    what = f"journal {paths.journal}"
+    try:
+        journal = Journal(
+            op=str(raw["op"]),
+            tool_version=str(raw["tool_version"]),
+            started_at=str(raw["started_at"]),
+            pid=int(raw["pid"]),
+            changes=changes_from_json(install, raw["changes"], what),
+        )
+    except (KeyError, ValueError) as exc:
+        raise CorruptState(f"{what} is malformed ({exc})") from exc
+    if journal.op not in ("apply", "revert"):
+        raise CorruptState(f"{what} names an unknown operation {journal.op!r}")
+    return journal
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode("utf-8")
+
+
+def write_manifest(install: Install, manifest: Manifest) -> None:
+    body = {
+        "schema": manifest.schema,
+        "tool_version": manifest.tool_version,
+        "sglang_version": manifest.sglang_version,
+        "python": manifest.python,
+        "applied_at": manifest.applied_at,
+        "changes": changes_to_json(manifest.changes),
+    }
+    fsio.write_atomic(StatePaths(install).manifest, _dump(body))
+
+
+def write_journal(install: Install, journal: Journal) -> None:
+    body = {
+        "schema": journal.schema,
+        "op": journal.op,
+        "tool_version": journal.tool_version,
+        "started_at": journal.started_at,
+        "pid": journal.pid,
+        "changes": changes_to_json(journal.changes),
+    }
+    fsio.write_atomic(StatePaths(install).journal, _dump(body))
+
+
+# --- Reading the pristine package while it is patched (for the engine) ---
+
+
+@dataclass(frozen=True)
+class PristineView:
+    """The package as it was before any patch, read without changing the disk.
+
+    The engine plans from this view: while the install is patched (or a transaction was
+    interrupted), rewritten files are read from their backups and files the patch added are
+    reported as `added`, so a plan built on a patched install equals the plan of the pristine one.
+    """
+
+    install: Install
+    originals: dict[str, Path]  # package-relative path -> backup file
+    added: frozenset[str]  # package-relative paths of files the patch put there
+
+    def read(self, package_rel: str) -> bytes:
+        backup = self.originals.get(package_rel)
+        return (backup or self.install.package_dir / package_rel).read_bytes()
+
+
+def pristine_view(install: Install) -> PristineView:
+    journal = load_journal(install)
+    manifest = load_manifest(install)
+    changes = journal.changes if journal else manifest.changes if manifest else None
+    if changes is None:
+        return PristineView(install, {}, frozenset())
+    paths = StatePaths(install)
+    prefix = package_prefix(install) + "/"
+    originals = {}
+    for e in changes.edited:
+        backup = paths.original(e.path)
+        on_disk = fsio.sha256_file(checked_path(install, e.path))
+        if on_disk == e.sha256_after and fsio.sha256_file(backup) == e.sha256_before:
+            originals[e.path.removeprefix(prefix)] = backup
+    added = frozenset(
+        a.path.removeprefix(prefix)
+        for a in changes.added
+        if fsio.sha256_file(checked_path(install, a.path)) == a.sha256
+    )
+    return PristineView(install, originals, added)

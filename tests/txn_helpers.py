@@ -1,0 +1,82 @@
+"""Shared helpers of the transaction tests: hand-made plans, tree snapshots, fault hooks."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from ddtree_patch.model import AddedFile, FileEdit, Install, Plan
+from ddtree_patch.state import pristine_view
+
+TINY_EDITS = ("srt/speculative/spec_info.py", "srt/server_args.py", "srt/speculative/dflash_worker.py")
+RELEASE_EDITS = ("srt/speculative/spec_info.py", "srt/server_args.py", "version.py")
+ADDED = {
+    "srt/speculative/ddtree/__init__.py": b'"""DDTree drop-in (stand-in for the tests)."""\n',
+    "srt/speculative/ddtree/kernels/__init__.py": b"def build_tree(*args):\n    return None\n",
+}
+
+
+def handmade_plan(install: Install, edits: tuple[str, ...] = TINY_EDITS, marker: str = "v1") -> Plan:
+    """A plan like the engine's: append a line to each edited file, drop two new modules in.
+
+    Built from the pristine view, as the engine must, so it is the same on a patched install.
+    """
+    view = pristine_view(install)
+    file_edits = []
+    for path in edits:
+        before = view.read(path)
+        newline = b"\r\n" if b"\r\n" in before else b"\n"
+        after = before + newline + f"DDTREE_TEST_MARKER = {marker!r}".encode() + newline
+        file_edits.append(FileEdit(path, before, after))
+    added = [AddedFile(path, data + f"# {marker}\n".encode()) for path, data in ADDED.items()]
+    return Plan(install, file_edits, added)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """sha256 of every file and a marker for every folder under root, except the state folder."""
+    tree = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".ddtree-patch"]
+        base = Path(dirpath)
+        for d in dirnames:
+            tree[(base / d).relative_to(root).as_posix() + "/"] = "dir"
+        for f in filenames:
+            path = base / f
+            tree[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return tree
+
+
+def copy_install(install: Install, dest: Path) -> Install:
+    """A copy of the whole site-packages (state folder included) and its Install."""
+    shutil.copytree(install.site_packages, dest, symlinks=True)
+    dist_info = dest / install.dist_info.name if install.dist_info else None
+    return Install(dest, dest / install.package_dir.name, dist_info, install.version)
+
+
+class FaultAt:
+    """An fsio.fault_hook that runs `action` at the n-th change (0-based), or after it too."""
+
+    def __init__(self, n: int, action: Callable[[str, Path], None], *, persistent: bool = False) -> None:
+        self.n = n
+        self.action = action
+        self.persistent = persistent
+        self.seen = 0
+
+    def __call__(self, op: str, path: Path) -> None:
+        index = self.seen
+        self.seen += 1
+        if index == self.n or (self.persistent and index > self.n):
+            self.action(op, path)
+
+
+class Recorder:
+    """An fsio.fault_hook that only lists the changes, to count the steps of a clean run."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Path]] = []
+
+    def __call__(self, op: str, path: Path) -> None:
+        self.events.append((op, path))

@@ -1,0 +1,280 @@
+"""apply / revert on the tiny install: exact round trip, no-ops, refusals, clean errors."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import importlib.util
+import json
+import os
+import struct
+import subprocess
+import sys
+import venv
+
+import pytest
+from filelock import FileLock
+
+from ddtree_patch import fsio, transaction
+from ddtree_patch.errors import Drift, InvalidPlan, LockHeld, ReadOnly, WriteFailed
+from ddtree_patch.model import AddedFile, FileEdit, Plan
+from ddtree_patch.record import verify_record
+from ddtree_patch.state import StatePaths
+from ddtree_patch.status import status
+from ddtree_patch.transaction import apply_plan, revert
+from tests.tiny_install import make_tiny_install
+from tests.txn_helpers import handmade_plan, snapshot
+
+
+@pytest.fixture
+def install(tmp_path):
+    return make_tiny_install(tmp_path / "site")
+
+
+def test_apply_then_revert_is_byte_identical_and_record_stays_valid(install):
+    pristine = snapshot(install.site_packages)
+    plan = handmade_plan(install)
+    result = apply_plan(plan, "1.0")
+    assert result.action == "applied"
+    assert result.added == ("sglang/srt/speculative/ddtree/__init__.py", "sglang/srt/speculative/ddtree/kernels/__init__.py")
+    for edit in plan.edits:
+        assert (install.package_dir / edit.path).read_bytes() == edit.after
+    for added in plan.added:
+        assert (install.package_dir / added.path).read_bytes() == added.data
+    assert verify_record(install.record) == []
+    record = install.record.read_text()
+    assert "sglang/srt/speculative/ddtree/kernels/__init__.py,sha256=" in record
+    assert not list((install.package_dir / "srt" / "__pycache__").glob("server_args.*.pyc"))
+    assert "server_args.cpython" not in record  # the moved-away bytecode is no longer listed
+
+    reverted = revert(install)
+    assert reverted.action == "reverted" and not reverted.forced
+    assert snapshot(install.site_packages) == pristine
+    assert verify_record(install.record) == []
+    assert not install.state_dir.exists()
+
+
+def test_revert_restores_mtimes_so_the_original_bytecode_is_valid_again(install):
+    source = install.package_dir / "srt" / "server_args.py"
+    mtime = source.stat().st_mtime_ns
+    apply_plan(handmade_plan(install), "1.0")
+    revert(install)
+    assert source.stat().st_mtime_ns == mtime
+    pyc = importlib.util.cache_from_source(str(source))
+    flags, pyc_mtime, size = struct.unpack("<III", open(pyc, "rb").read(16)[4:16])
+    assert flags == 0 and pyc_mtime == int(mtime / 1e9) & 0xFFFFFFFF and size == source.stat().st_size
+
+
+def test_apply_twice_is_a_no_op(install):
+    apply_plan(handmade_plan(install), "1.0")
+    tree = snapshot(install.site_packages)
+    manifest = StatePaths(install).manifest.read_bytes()
+    result = apply_plan(handmade_plan(install), "1.0")
+    assert result.action == "unchanged"
+    assert snapshot(install.site_packages) == tree
+    assert StatePaths(install).manifest.read_bytes() == manifest
+
+
+@pytest.mark.parametrize("tool_version, marker", [("2.0", "v1"), ("1.0", "v2")])
+def test_other_tool_version_or_plan_reverts_then_applies(install, tool_version, marker):
+    pristine = snapshot(install.site_packages)
+    apply_plan(handmade_plan(install), "1.0")
+    plan = handmade_plan(install, marker=marker)
+    result = apply_plan(plan, tool_version)
+    assert (result.action, result.previous_tool_version) == ("reapplied", "1.0")
+    assert (install.package_dir / plan.edits[0].path).read_bytes() == plan.edits[0].after
+    assert status(install, plan, tool_version=tool_version).plan_current
+    revert(install)
+    assert snapshot(install.site_packages) == pristine
+
+
+def test_a_plan_built_on_patched_files_is_refused(install):
+    plan = handmade_plan(install)
+    apply_plan(plan, "1.0")
+    on_patched = Plan(install, [FileEdit(e.path, e.after, e.after + b"\n") for e in plan.edits], plan.added)
+    with pytest.raises(InvalidPlan, match="pristine"):
+        apply_plan(on_patched, "2.0")
+    assert status(install).state == "patched"
+
+
+def _nothing_written(install, before, lock_dir_may_exist=False):
+    after = snapshot(install.site_packages)
+    if lock_dir_may_exist:
+        after = {k: v for k, v in after.items() if not k.startswith(".ddtree-patch")}
+    return after == before and not install.state_dir.exists()
+
+
+def test_a_plan_that_does_not_compile_writes_nothing(install):
+    before = snapshot(install.site_packages)
+    plan = handmade_plan(install)
+    plan.added.append(AddedFile("srt/speculative/ddtree/broken.py", b"def f(:\n"))
+    with pytest.raises(InvalidPlan, match="broken.py would not compile") as err:
+        apply_plan(plan, "1.0")
+    assert err.value.exit_code == 10
+    assert _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
+
+
+def test_stale_plan_and_overwriting_someone_elses_file_are_refused(install):
+    plan = handmade_plan(install)
+    (install.package_dir / "srt" / "server_args.py").write_text("changed after planning\n")
+    with pytest.raises(InvalidPlan):
+        apply_plan(plan, "1.0")
+    install2 = make_tiny_install(install.site_packages.parent / "other")
+    (install2.package_dir / "srt" / "speculative" / "ddtree").mkdir()
+    (install2.package_dir / "srt" / "speculative" / "ddtree" / "__init__.py").write_text("mine\n")
+    with pytest.raises(InvalidPlan, match="already exists"):
+        apply_plan(handmade_plan(install2), "1.0")
+
+
+def test_plan_paths_must_stay_inside_the_package(install):
+    plan = Plan(install, [], [AddedFile("../escape.py", b"x = 1\n")])
+    with pytest.raises(InvalidPlan, match="outside"):
+        apply_plan(plan, "1.0")
+    assert not (install.site_packages / "escape.py").exists()
+
+
+def test_drifted_revert_refuses_with_a_diff_then_force_restores(install):
+    pristine = snapshot(install.site_packages)
+    apply_plan(handmade_plan(install), "1.0")
+    target = install.package_dir / "srt" / "server_args.py"
+    target.write_bytes(target.read_bytes() + b"HAND_EDIT = 1\n")
+    (install.package_dir / "srt" / "speculative" / "ddtree" / "__init__.py").unlink()
+    patched = snapshot(install.site_packages)
+    with pytest.raises(Drift) as err:
+        revert(install)
+    assert err.value.exit_code == 8 and "revert --force" in err.value.message
+    diffs = {d.path: d for d in err.value.drift}
+    assert "+HAND_EDIT = 1" in diffs["sglang/srt/server_args.py"].diff
+    assert diffs["sglang/srt/speculative/ddtree/__init__.py"].state == "original"
+    assert snapshot(install.site_packages) == patched
+    with pytest.raises(Drift):
+        apply_plan(handmade_plan(install), "1.0")
+    result = revert(install, force=True)
+    assert result.forced == ("sglang/srt/server_args.py",)
+    assert snapshot(install.site_packages) == pristine
+
+
+def test_stale_state_is_dropped_and_the_new_files_patched(install, tmp_path):
+    apply_plan(handmade_plan(install), "1.0")
+    fresh = make_tiny_install(tmp_path / "fresh")
+    import shutil
+
+    shutil.rmtree(install.package_dir)
+    shutil.copytree(fresh.package_dir, install.package_dir)
+    shutil.copy2(fresh.record, install.record)
+    reinstalled = snapshot(install.site_packages)
+    assert revert(install).action == "discarded stale state"
+    assert snapshot(install.site_packages) == reinstalled and not install.state_dir.exists()
+    apply_plan(handmade_plan(install), "1.0")
+    shutil.rmtree(install.package_dir)
+    shutil.copytree(fresh.package_dir, install.package_dir)
+    shutil.copy2(fresh.record, install.record)
+    result = apply_plan(handmade_plan(install), "1.0")
+    assert result.action == "applied" and result.discarded_stale
+    assert status(install).state == "patched"
+
+
+def test_read_only_site_packages_is_detected_before_writing(install, monkeypatch):
+    before = snapshot(install.site_packages)
+    monkeypatch.setattr(transaction.os, "access", lambda path, mode: False)
+    with pytest.raises(ReadOnly) as err:
+        apply_plan(handmade_plan(install), "1.0")
+    assert err.value.exit_code == 6
+    assert _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
+
+
+def test_read_only_file_system_probe(install, monkeypatch):
+    before = snapshot(install.site_packages)
+    real_open = os.open
+
+    def open_(path, flags, mode=0o777, **kw):
+        if ".ddtree-probe" in str(path):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, flags, mode, **kw)
+
+    monkeypatch.setattr(os, "open", open_)
+    with pytest.raises(ReadOnly, match="Read-only file system"):
+        apply_plan(handmade_plan(install), "1.0")
+    monkeypatch.undo()
+    assert _nothing_written(install, before)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits")
+def test_really_read_only_folder(install):
+    before = snapshot(install.site_packages)
+    install.package_dir.chmod(0o555)
+    try:
+        with pytest.raises(ReadOnly):
+            apply_plan(handmade_plan(install), "1.0")
+    finally:
+        install.package_dir.chmod(0o755)
+    assert _nothing_written(install, before, lock_dir_may_exist=True)
+
+
+def test_disk_full_at_every_write_rolls_back(install, monkeypatch):
+    pristine = snapshot(install.site_packages)
+    calls = {"n": 0, "fail_at": 0}
+    real_write = fsio._write_all
+
+    def write_all(fd, data):
+        calls["n"] += 1
+        if calls["n"] == calls["fail_at"]:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_write(fd, data)
+
+    monkeypatch.setattr(fsio, "_write_all", write_all)
+    apply_plan(handmade_plan(install), "1.0")
+    writes = calls["n"]
+    revert(install)
+    assert writes > 10
+    for fail_at in range(1, writes + 1):
+        calls.update(n=0, fail_at=fail_at)
+        with pytest.raises(WriteFailed) as err:
+            apply_plan(handmade_plan(install), "1.0")
+        assert err.value.exit_code == 9 and "disk full" in err.value.message
+        assert "rolled back" in err.value.message
+        assert snapshot(install.site_packages) == pristine, err.value.message
+        assert status(install).state == "pristine"
+
+
+def test_lock_held_fails_cleanly_after_the_timeout(install):
+    before = snapshot(install.site_packages)
+    StatePaths(install).lock.parent.mkdir()
+    with FileLock(StatePaths(install).lock):
+        with pytest.raises(LockHeld) as err:
+            apply_plan(handmade_plan(install), "1.0", lock_timeout=0.2)
+        with pytest.raises(LockHeld):
+            revert(install, lock_timeout=0.2)
+    assert err.value.exit_code == 5 and "another ddtree-patch" in err.value.message
+    assert _nothing_written(install, before, lock_dir_may_exist=True)
+
+
+def test_results_serialize_to_json(install):
+    result = apply_plan(handmade_plan(install), "1.0", progress=lambda step: None)
+    json.dumps(dataclasses.asdict(result))
+    json.dumps(dataclasses.asdict(status(install)))
+    json.dumps(dataclasses.asdict(revert(install)))
+
+
+def test_pip_uninstall_removes_every_file_the_patch_added(tmp_path):
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    from pathlib import Path
+
+    install = make_tiny_install(Path(site))
+    apply_plan(handmade_plan(install), "1.0")
+    subprocess.run(
+        [python, "-c", "import sglang.srt.speculative.ddtree.kernels, sglang.srt.server_args"], check=True
+    )  # leaves fresh bytecode of patched and added modules behind
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "uninstall", "-y", "sglang"],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    left = sorted(p.relative_to(site).as_posix() for p in Path(site).rglob("*"))
+    assert not [p for p in left if p.startswith("sglang")], left

@@ -20,6 +20,7 @@ so that `status` can tell the user their patch was lost (stale).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import platform
@@ -170,6 +171,11 @@ def record_rel(install: Install) -> str | None:
     return install.record.relative_to(install.site_packages).as_posix()
 
 
+@functools.lru_cache(maxsize=32)
+def _resolved(root: Path) -> Path:
+    return root.resolve()
+
+
 def checked_path(install: Install, rel: str, *, record: bool = False) -> Path:
     """The absolute path of `rel` (relative to site-packages) after proving it stays inside.
 
@@ -193,7 +199,7 @@ def checked_path(install: Install, rel: str, *, record: bool = False) -> Path:
         raise CorruptState(f"state names a path outside the sglang package: {rel!r}")
     path = install.site_packages / rel
     root = install.record.parent if record else install.package_dir
-    if not path.resolve().is_relative_to(root.resolve()):
+    if not path.resolve().is_relative_to(_resolved(root)):
         raise CorruptState(f"state path {rel!r} leads outside the sglang package through a link")
     return path
 

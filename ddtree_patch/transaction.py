@@ -515,7 +515,10 @@ def recover(install: Install, *, progress: Progress | None = None,
 
 def _revert_locked(install: Install, manifest: Manifest, step: _Steps, *, force: bool) -> RevertResult:
     step("write the journal")
-    write_journal(install, Journal("revert", manifest.tool_version, _now(), os.getpid(), manifest.changes))
+    try:
+        write_journal(install, Journal("revert", manifest.tool_version, _now(), os.getpid(), manifest.changes))
+    except OSError as exc:
+        raise _failure(exc, step.current, "nothing was changed: the install is still patched") from exc
     warnings: tuple[str, ...] = ()
     try:
         restored, removed, forced, leftovers = _restore_pristine(install, manifest.changes, step, force=force)
@@ -531,7 +534,7 @@ def _revert_locked(install: Install, manifest: Manifest, step: _Steps, *, force:
         except Exception:
             raise _failure(
                 first, failed_at,
-                "the revert is half done and its journal kept: run `ddtree-patch revert` again",
+                "the revert is half done and its journal is kept: run `ddtree-patch revert` again",
             ) from first
         warnings = (f"{failed_at} failed once ({first}); retried and finished",)
     return RevertResult("reverted", tuple(restored), tuple(removed), tuple(forced), tuple(leftovers),

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
 from tests.tiny_install import make_tiny_install
-from tests.txn_helpers import FaultAt, Recorder, copy_install, handmade_plan, snapshot
+from tests.txn_helpers import FaultAt, Recorder, copy_install, handmade_plan, scratch_dir, snapshot
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 
@@ -76,14 +74,8 @@ class Trees:
 
 @pytest.fixture(scope="module")
 def trees(tmp_path_factory):
-    """On tmpfs where there is one: these tests check the order of writes, not the disk's fsync."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
-        root = Path(tempfile.mkdtemp(prefix="ddtree-faults-", dir=shm))
+    with scratch_dir(tmp_path_factory.mktemp("faults")) as root:
         yield Trees(root)
-        shutil.rmtree(root)
-    else:
-        yield Trees(tmp_path_factory.mktemp("faults"))
 
 
 @pytest.fixture(autouse=True)

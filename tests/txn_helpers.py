@@ -5,7 +5,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ddtree_patch.model import AddedFile, FileEdit, Install, Plan
@@ -80,3 +82,17 @@ class Recorder:
 
     def __call__(self, op: str, path: Path) -> None:
         self.events.append((op, path))
+
+
+@contextmanager
+def scratch_dir(fallback: Path) -> Iterator[Path]:
+    """A folder on tmpfs where there is one (tests of write order, not of the disk's fsync)."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield fallback
+        return
+    root = Path(tempfile.mkdtemp(prefix="ddtree-tests-", dir=shm))
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -10,7 +10,10 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from ddtree_patch.model import Install
 
@@ -57,3 +60,22 @@ def install_at(site_packages: Path) -> Install:
         if line.startswith("Version:")
     )
     return Install(site_packages, site_packages / "sglang", dist_info, version)
+
+
+_installed: dict[str, Install] = {}
+
+
+@pytest.fixture(scope="session")
+def sglang_release(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Install]:
+    """`get(version)`: a pristine install of that release, made once per session.
+
+    Shared by every test: treat it as read-only and copy it before changing anything.
+    """
+    root = tmp_path_factory.getbasetemp() / "sglang-releases"
+
+    def get(version: str) -> Install:
+        if version not in _installed:
+            _installed[version] = install_release(version, root / version)
+        return _installed[version]
+
+    return get

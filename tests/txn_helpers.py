@@ -37,6 +37,23 @@ def handmade_plan(install: Install, edits: tuple[str, ...] = TINY_EDITS, marker:
     return Plan(install, file_edits, added)
 
 
+_hashes: dict[str, tuple[tuple[int, ...], str]] = {}
+
+
+def _sha256(path: Path) -> str:
+    """sha256 of a file, reused while its inode, size, mtime and ctime are unchanged.
+
+    ctime moves on every write, rename onto, chmod or utime, so a reused hash is never stale.
+    """
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    cached = _hashes.get(str(path))
+    if cached is None or cached[0] != key:
+        cached = (key, hashlib.sha256(path.read_bytes()).hexdigest())
+        _hashes[str(path)] = cached
+    return cached[1]
+
+
 def snapshot(root: Path) -> dict[str, str]:
     """sha256 of every file and a marker for every folder under root, except the state folder."""
     tree = {}
@@ -47,7 +64,7 @@ def snapshot(root: Path) -> dict[str, str]:
             tree[(base / d).relative_to(root).as_posix() + "/"] = "dir"
         for f in filenames:
             path = base / f
-            tree[path.relative_to(root).as_posix()] = hashlib.sha256(path.read_bytes()).hexdigest()
+            tree[path.relative_to(root).as_posix()] = _sha256(path)
     return tree
 
 

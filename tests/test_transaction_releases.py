@@ -1,0 +1,122 @@
+"""Real SGLang releases (pip --no-deps --target): exact round trip, RECORD valid, crash-safe.
+
+Until the engine's plan is wired in, a hand-made plan edits three real files and adds two.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from ddtree_patch import fsio
+from ddtree_patch.record import verify_record
+from ddtree_patch.status import status
+from ddtree_patch.transaction import apply_plan, revert
+from tests.sglang_releases import RELEASES, install_at, sglang_release, wheel_cache  # noqa: F401
+from tests.txn_helpers import RELEASE_EDITS, FaultAt, Recorder, copy_install, handmade_plan, scratch_dir, snapshot
+
+pytestmark = pytest.mark.slow
+
+
+def _distlib_problems(install):
+    database = pytest.importorskip("pip._vendor.distlib.database")
+    dist = database.InstalledDistribution(str(install.dist_info))
+    return sorted((os.path.relpath(p, install.site_packages), kind) for p, kind, _, _ in dist.check_installed_files())
+
+
+def _record_problems(install):
+    return sorted((p.path, p.kind) for p in verify_record(install.record))
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    with scratch_dir(tmp_path) as root:
+        yield root
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_apply_revert_round_trip_is_byte_identical(sglang_release, scratch, version):
+    install = copy_install(sglang_release(version), scratch / "site")
+    pristine = snapshot(install.site_packages)
+    ours, pips = _record_problems(install), _distlib_problems(install)
+    # pip --target records its console scripts as ../../bin/*: broken before we touch anything.
+    assert all(path.startswith("../") for path, _ in ours), ours
+
+    plan = handmade_plan(install, RELEASE_EDITS)
+    assert apply_plan(plan, "1.0").action == "applied"
+    assert status(install, plan, tool_version="1.0").plan_current
+    assert _record_problems(install) == ours and _distlib_problems(install) == pips
+    record = install.record.read_text()
+    assert all(f"sglang/{a.path}," in record for a in plan.added)
+
+    assert revert(install).action == "reverted"
+    assert snapshot(install.site_packages) == pristine
+    assert _record_problems(install) == ours and _distlib_problems(install) == pips
+    assert not install.state_dir.exists()
+
+
+@pytest.mark.parametrize("op", ["apply", "revert"])
+def test_kill_at_every_step_on_a_real_release(sglang_release, scratch, op):
+    install = copy_install(sglang_release(RELEASES[-1]), scratch / "site")
+    pristine = snapshot(install.site_packages)
+
+    def do(name):
+        if name == "apply":
+            return apply_plan(handmade_plan(install, RELEASE_EDITS), "1.0")
+        return revert(install)
+
+    do("apply")
+    patched = snapshot(install.site_packages)
+    if op == "apply":
+        do("revert")
+    recorder = Recorder()
+    fsio.fault_hook = recorder
+    try:
+        do(op)
+    finally:
+        fsio.fault_hook = None
+    do("revert" if op == "apply" else "apply")  # back to the start
+    for n in range(len(recorder.events)):
+        pid = os.fork()
+        if pid == 0:
+            fsio.fault_hook = FaultAt(n, lambda o, p: os._exit(137))
+            try:
+                do(op)
+            finally:
+                os._exit(1)
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 137
+        next_op = ("apply", "revert")[n % 2]
+        result = do(next_op)
+        expect = patched if next_op == "apply" else pristine
+        assert snapshot(install.site_packages) == expect, f"{op} killed at step {n}, then {next_op}"
+        assert result.recovered is not None or status(install).state in ("pristine", "patched")
+        now = "patched" if next_op == "apply" else "pristine"
+        if now != ("pristine" if op == "apply" else "patched"):  # back to where `op` starts
+            do("revert" if now == "patched" else "apply")
+
+
+def test_pip_uninstall_after_apply_leaves_only_the_state_folder(tmp_path):
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=False)
+    python = env / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
+    done = subprocess.run(
+        [*pip, "install", "--no-deps", "--no-index", "--find-links", str(wheel_cache()), "sglang==0.5.15"],
+        capture_output=True, text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"sglang 0.5.15 wheel not in the cache: {done.stderr[-300:]}")
+    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    install = install_at(site)
+    apply_plan(handmade_plan(install, RELEASE_EDITS), "1.0")
+    done = subprocess.run([*pip, "uninstall", "-y", "sglang"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    left = sorted(p.relative_to(site).as_posix() for p in site.rglob("*"))
+    assert not [p for p in left if p.startswith("sglang")], left[:20]
+    assert (site / ".ddtree-patch" / "sglang" / "manifest.json").is_file()

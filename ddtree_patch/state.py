@@ -272,7 +272,9 @@ def _load_json(path: Path, what: str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise CorruptState(f"{what} {path} is unreadable ({exc}); move it away to start over") from exc
+        raise CorruptState(
+            f"{what} {path} is unreadable ({exc}); move it away to start over"
+        ) from exc
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
         raise CorruptState(f"{what} {path} has an unknown schema; move it away to start over")
     return raw

@@ -169,13 +169,18 @@ def status(
         if tool_version is not None:
             plan_current = plan_current and manifest.tool_version == tool_version
     changed = [s.path for s in states if s.state != "patched"]
-    advice = {
-        "patched": "" if plan_current in (None, True) else "run `ddtree-patch apply` to update the patch",
-        "drifted": f"{len(changed)} patched file(s) changed since apply ({', '.join(changed)}); "
-        "`ddtree-patch revert --force` restores the originals",
-        "stale": f"SGLang was reinstalled or upgraded since apply (patched {manifest.sglang_version}, "
-        f"installed {install.version}); run `ddtree-patch apply` to patch it again",
-    }[state]
+    if state == "patched":
+        advice = "" if plan_current is not False else "run `ddtree-patch apply` to update the patch"
+    elif state == "drifted":
+        advice = (
+            f"{len(changed)} patched file(s) changed since apply ({', '.join(changed)}); "
+            "`ddtree-patch revert --force` restores the originals"
+        )
+    else:
+        advice = (
+            f"SGLang was reinstalled or upgraded since apply (patched {manifest.sglang_version}, "
+            f"installed {install.version}); run `ddtree-patch apply` to patch it again"
+        )
     return Status(
         state=state,
         advice=advice,

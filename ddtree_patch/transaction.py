@@ -147,8 +147,12 @@ def _check_writable(install: Install, dirs: set[Path]) -> None:
             probe.unlink()
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                raise ReadOnly(f"{folder} is not writable ({exc.strerror}); nothing was written") from exc
-            raise WriteFailed(f"cannot write in {folder} ({exc.strerror}); nothing was written") from exc
+                raise ReadOnly(
+                    f"{folder} is not writable ({exc.strerror}); nothing was written"
+                ) from exc
+            raise WriteFailed(
+                f"cannot write in {folder} ({exc.strerror}); nothing was written"
+            ) from exc
 
 
 def _install_dirs(install: Install) -> set[Path]:
@@ -223,13 +227,20 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
             st = path.stat()
             on_disk = path.read_bytes()
         except FileNotFoundError:
-            raise InvalidPlan(f"{rel} is gone since the plan was built; run the command again") from None
+            raise InvalidPlan(
+                f"{rel} is gone since the plan was built; run the command again"
+            ) from None
         if on_disk != e.before:
             raise InvalidPlan(f"{rel} changed since the plan was built; run the command again")
         edited.append(
             EditedEntry(
-                rel, _sha(e.before), _sha(e.after), len(e.before), len(e.after),
-                stat.S_IMODE(st.st_mode), st.st_mtime_ns,
+                rel,
+                _sha(e.before),
+                _sha(e.after),
+                len(e.before),
+                len(e.after),
+                stat.S_IMODE(st.st_mode),
+                st.st_mtime_ns,
             )
         )
         if path.suffix == ".py":
@@ -243,7 +254,9 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
         rel = site_path(install, a.path)
         path = checked_path(install, rel)
         if path.exists() or path.is_symlink():
-            raise InvalidPlan(f"{rel} already exists; the plan would overwrite a file it did not make")
+            raise InvalidPlan(
+                f"{rel} already exists; the plan would overwrite a file it did not make"
+            )
         parents = []
         folder = path.parent
         while not folder.exists():
@@ -267,7 +280,10 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
         st = rec_path.stat()
         record = RecordEntry(
             rec_path.relative_to(install.site_packages).as_posix(),
-            _sha(before), _sha(after), stat.S_IMODE(st.st_mode), st.st_mtime_ns,
+            _sha(before),
+            _sha(after),
+            stat.S_IMODE(st.st_mode),
+            st.st_mtime_ns,
         )
     changes = Changes(
         plan_digest=plan_digest(plan),
@@ -281,7 +297,11 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
 
 
 def _write_patch(
-    install: Install, plan: Plan, changes: Changes, record_data: bytes | None, tool_version: str,
+    install: Install,
+    plan: Plan,
+    changes: Changes,
+    record_data: bytes | None,
+    tool_version: str,
     step: _Steps,
 ) -> None:
     """The writes of apply, in the order recovery relies on (backups before any replace)."""
@@ -319,7 +339,8 @@ def _write_patch(
     if changes.record is not None and record_data is not None:
         step(f"update {changes.record.path}")
         fsio.write_atomic(
-            checked_path(install, changes.record.path, record=True), record_data,
+            checked_path(install, changes.record.path, record=True),
+            record_data,
             mode=changes.record.mode,
         )
     step("verify the patched files")
@@ -355,8 +376,10 @@ def _restore_pristine(
     leftovers: list[str] = []
 
     def unexpected(rel: str) -> DDTreePatchError:
-        return Drift(f"{rel} holds neither the original nor the patched bytes; "
-                     "`ddtree-patch revert --force` restores the original")
+        return Drift(
+            f"{rel} holds neither the original nor the patched bytes; "
+            "`ddtree-patch revert --force` restores the original"
+        )
 
     targets = [checked_path(install, e.path) for e in changes.edited]
     targets += [checked_path(install, a.path) for a in changes.added]
@@ -372,10 +395,14 @@ def _restore_pristine(
         backup = paths.original(rel)
         data = backup.read_bytes() if backup.is_file() else None
         if data is None or _sha(data) != sha:
-            raise CorruptState(f"the backup of {rel} ({backup}) is missing or damaged; cannot restore it")
+            raise CorruptState(
+                f"the backup of {rel} ({backup}) is missing or damaged; cannot restore it"
+            )
         return data
 
-    originals = [(e.path, e.sha256_before, e.sha256_after, e.mode, e.mtime_ns, False) for e in changes.edited]
+    originals = [
+        (e.path, e.sha256_before, e.sha256_after, e.mode, e.mtime_ns, False) for e in changes.edited
+    ]
     if changes.record:
         r = changes.record
         originals.append((r.path, r.sha256_before, r.sha256_after, r.mode, r.mtime_ns, True))
@@ -435,7 +462,9 @@ def _restore_pristine(
 def _verify_pristine(install: Install, changes: Changes) -> None:
     wrong = [s.path for s in file_states(install, changes) if s.state != "original"]
     if wrong:
-        raise VerifyFailed(f"after restoring, these files differ from the originals: {', '.join(wrong)}")
+        raise VerifyFailed(
+            f"after restoring, these files differ from the originals: {', '.join(wrong)}"
+        )
 
 
 def _remove_state(install: Install, step: _Steps) -> None:
@@ -505,45 +534,75 @@ def _failure(exc: BaseException, step: str, outcome: str) -> BaseException:
 # --- public entry points -----------------------------------------------------------------
 
 
-def recover(install: Install, *, progress: Progress | None = None,
-            lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> Recovery | None:
+def recover(
+    install: Install,
+    *,
+    progress: Progress | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> Recovery | None:
     """Finish or roll back an interrupted transaction, if any (apply and revert do this first)."""
     _check_writable(install, _install_dirs(install))
     with _locked(install, lock_timeout):
         return _recover(install, _Steps(progress))
 
 
-def _revert_locked(install: Install, manifest: Manifest, step: _Steps, *, force: bool) -> RevertResult:
+def _revert_locked(
+    install: Install, manifest: Manifest, step: _Steps, *, force: bool
+) -> RevertResult:
     step("write the journal")
     try:
-        write_journal(install, Journal("revert", manifest.tool_version, _now(), os.getpid(), manifest.changes))
+        write_journal(
+            install, Journal("revert", manifest.tool_version, _now(), os.getpid(), manifest.changes)
+        )
     except OSError as exc:
-        raise _failure(exc, step.current, "nothing was changed: the install is still patched") from exc
+        raise _failure(
+            exc, step.current, "nothing was changed: the install is still patched"
+        ) from exc
     warnings: tuple[str, ...] = ()
     try:
-        restored, removed, forced, leftovers = _restore_pristine(install, manifest.changes, step, force=force)
+        restored, removed, forced, leftovers = _restore_pristine(
+            install, manifest.changes, step, force=force
+        )
         step("verify the restored files")
         _verify_pristine(install, manifest.changes)
         _remove_state(install, step)
     except Exception as first:  # finish from the journal, as the next command would
         failed_at = step.current
         try:
-            restored, removed, forced, leftovers = _restore_pristine(install, manifest.changes, step, force=force)
+            restored, removed, forced, leftovers = _restore_pristine(
+                install, manifest.changes, step, force=force
+            )
             _verify_pristine(install, manifest.changes)
             _remove_state(install, step)
         except Exception:
             raise _failure(
-                first, failed_at,
+                first,
+                failed_at,
                 "the revert is half done and its journal is kept: run `ddtree-patch revert` again",
             ) from first
         warnings = (f"{failed_at} failed once ({first}); retried and finished",)
-    return RevertResult("reverted", tuple(restored), tuple(removed), tuple(forced), tuple(leftovers),
-                        warnings=warnings)
+    return RevertResult(
+        "reverted",
+        tuple(restored),
+        tuple(removed),
+        tuple(forced),
+        tuple(leftovers),
+        warnings=warnings,
+    )
 
 
-def revert(install: Install, *, force: bool = False, progress: Progress | None = None,
-           lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> RevertResult:
-    """Restore the pristine install; refuse (Drift, with diffs) if patched files changed, unless forced."""
+def revert(
+    install: Install,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> RevertResult:
+    """Restore the pristine install.
+
+    Refuses (Drift, carrying a diff per file) when patched files changed since apply, unless
+    `force`. A stale state (SGLang reinstalled since) is dropped without touching the package.
+    """
     step = _Steps(progress)
     dirs = _install_dirs(install)
     if install.state_dir.exists():
@@ -568,14 +627,28 @@ def revert(install: Install, *, force: bool = False, progress: Progress | None =
                 "(`ddtree-patch revert --force` restores the originals anyway)",
                 drift=drift,
             )
-        _check_writable(install, {checked_path(install, e.path).parent for e in manifest.changes.edited})
+        _check_writable(
+            install, {checked_path(install, e.path).parent for e in manifest.changes.edited}
+        )
         result = _revert_locked(install, manifest, step, force=force)
-        return RevertResult(result.action, result.restored, result.removed, result.forced,
-                            result.leftovers, recovered, result.warnings)
+        return RevertResult(
+            result.action,
+            result.restored,
+            result.removed,
+            result.forced,
+            result.leftovers,
+            recovered,
+            result.warnings,
+        )
 
 
-def apply_plan(plan: Plan, tool_version: str, *, progress: Progress | None = None,
-               lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> ApplyResult:
+def apply_plan(
+    plan: Plan,
+    tool_version: str,
+    *,
+    progress: Progress | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+) -> ApplyResult:
     """Write `plan` into its install as one transaction; a no-op when exactly this is applied.
 
     The plan must be built from the pristine files (`state.pristine_view`), also when the install
@@ -586,7 +659,9 @@ def apply_plan(plan: Plan, tool_version: str, *, progress: Progress | None = Non
     step = _Steps(progress)
     _stage(plan)
     dirs = _install_dirs(install)
-    dirs.update(checked_path(install, site_path(install, f.path)).parent for f in [*plan.edits, *plan.added])
+    dirs.update(
+        checked_path(install, site_path(install, f.path)).parent for f in [*plan.edits, *plan.added]
+    )
     _check_writable(install, dirs)
     with _locked(install, lock_timeout):
         recovered = _recover(install, step)
@@ -603,11 +678,18 @@ def apply_plan(plan: Plan, tool_version: str, *, progress: Progress | None = Non
         _check_plan_base(plan)
         previous = None
         if manifest is not None and state == "patched":
-            if manifest.tool_version == tool_version and manifest.changes.plan_digest == plan_digest(plan):
+            if (
+                manifest.tool_version == tool_version
+                and manifest.changes.plan_digest == plan_digest(plan)
+            ):
                 return ApplyResult(
-                    "unchanged", tool_version, install.version,
+                    "unchanged",
+                    tool_version,
+                    install.version,
                     tuple(e.path for e in manifest.changes.edited),
-                    tuple(a.path for a in manifest.changes.added), str(install.state_dir), recovered,
+                    tuple(a.path for a in manifest.changes.added),
+                    str(install.state_dir),
+                    recovered,
                 )
             _revert_locked(install, manifest, step, force=False)
             previous = manifest.tool_version
@@ -633,9 +715,15 @@ def apply_plan(plan: Plan, tool_version: str, *, progress: Progress | None = Non
                 raise
             raise error from exc
         return ApplyResult(
-            "reapplied" if previous else "applied", tool_version, install.version,
-            tuple(e.path for e in changes.edited), tuple(a.path for a in changes.added),
-            str(install.state_dir), recovered, previous, manifest is not None and state == "stale",
+            "reapplied" if previous else "applied",
+            tool_version,
+            install.version,
+            tuple(e.path for e in changes.edited),
+            tuple(a.path for a in changes.added),
+            str(install.state_dir),
+            recovered,
+            previous,
+            manifest is not None and state == "stale",
         )
 
 
@@ -654,4 +742,6 @@ def _check_plan_base(plan: Plan) -> None:
             )
     for a in plan.added:
         if (plan.install.package_dir / a.path).exists() and a.path not in view.added:
-            raise InvalidPlan(f"{a.path} already exists; the plan would overwrite a file it did not make")
+            raise InvalidPlan(
+                f"{a.path} already exists; the plan would overwrite a file it did not make"
+            )

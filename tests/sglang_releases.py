@@ -38,7 +38,16 @@ def install_release(version: str, target: Path) -> Install:
     cache = wheel_cache()
     cache.mkdir(parents=True, exist_ok=True)
     spec = f"sglang=={version}"
-    local = ("install", "--no-deps", "--no-index", "--find-links", str(cache), "--target", str(target), spec)
+    local = (
+        "install",
+        "--no-deps",
+        "--no-index",
+        "--find-links",
+        str(cache),
+        "--target",
+        str(target),
+        spec,
+    )
     done = _pip(*local)
     if done.returncode != 0:
         fetched = _pip("download", "--no-deps", "--dest", str(cache), spec)

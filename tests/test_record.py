@@ -35,13 +35,21 @@ def test_update_rewrites_adds_and_drops_rows_and_keeps_other_lines_byte_for_byte
     assert f"pkg/a.py,{body_hash},9".encode() in lines
     assert b"pyc" not in new
     paths = [r.path for r in parse_record(new)]
-    assert paths == ["pkg/__init__.py", "pkg/a.py", "pkg/m/new.py", "pkg/z.py", "pkg-1.dist-info/RECORD"]
+    assert paths == [
+        "pkg/__init__.py",
+        "pkg/a.py",
+        "pkg/m/new.py",
+        "pkg/z.py",
+        "pkg-1.dist-info/RECORD",
+    ]
     assert new.endswith(b"\r\n") and b"\n" not in new.replace(b"\r\n", b"")
 
 
 def test_update_quotes_odd_paths_like_csv_and_fixes_a_missing_last_newline():
     new = update_record(b"a.py,sha256=x,1", files={"b,c.py": b""})
-    assert new == b'a.py,sha256=x,1\n"b,c.py",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n'
+    assert (
+        new == b'a.py,sha256=x,1\n"b,c.py",sha256=47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU,0\n'
+    )
     assert [r.path for r in parse_record(new)] == ["a.py", "b,c.py"]
 
 
@@ -63,7 +71,9 @@ def test_verify_agrees_with_pips_vendored_distlib(tmp_path):
     database = pytest.importorskip("pip._vendor.distlib.database")
     install = make_tiny_install(tmp_path)
     (install.package_dir / "version.py").write_text("__version__ = '0.5.98'\n")
-    (install.package_dir / "srt" / "__pycache__" / "server_args.cpython-311.pyc").unlink(missing_ok=True)
+    (install.package_dir / "srt" / "__pycache__" / "server_args.cpython-311.pyc").unlink(
+        missing_ok=True
+    )
     dist = database.InstalledDistribution(str(install.dist_info))
     names = {"exists": "missing", "size": "size", "hash": "hash"}
     theirs = {

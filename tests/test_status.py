@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 
 import pytest
 from filelock import FileLock
 
 from ddtree_patch import fsio
+from ddtree_patch.errors import WriteFailed
 from ddtree_patch.state import StatePaths
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan
@@ -25,7 +27,12 @@ def test_pristine_then_patched(install):
     plan = handmade_plan(install)
     apply_plan(plan, "1.0")
     st = status(install, plan, tool_version="1.0")
-    assert (st.state, st.tool_version, st.patched_version, st.plan_current) == ("patched", "1.0", "0.5.99", True)
+    assert (st.state, st.tool_version, st.patched_version, st.plan_current) == (
+        "patched",
+        "1.0",
+        "0.5.99",
+        True,
+    )
     assert st.applied_at and st.advice == ""
     assert {f.state for f in st.files} == {"patched"}
     assert status(install, handmade_plan(install, marker="v2")).plan_current is False
@@ -45,7 +52,7 @@ def test_hand_edit_is_drifted(install):
 def test_reinstall_makes_it_stale(install, tmp_path):
     pristine = make_tiny_install(tmp_path / "fresh")
     apply_plan(handmade_plan(install), "1.0")
-    # What `pip install --force-reinstall` does: remove the RECORD's files, lay the wheel down again.
+    # As `pip install --force-reinstall`: remove what RECORD lists, lay the wheel down again.
     shutil.rmtree(install.package_dir)
     shutil.copytree(pristine.package_dir, install.package_dir)
     shutil.copy2(pristine.record, install.record)
@@ -54,12 +61,12 @@ def test_reinstall_makes_it_stale(install, tmp_path):
 
 
 def test_crash_is_interrupted_and_a_running_transaction_is_busy(install):
-    def die(op, path):
-        raise KeyboardInterrupt  # stands in for a kill: skip the rollback by failing it too
+    def broken_disk(op, path):
+        raise OSError(errno.EIO, "injected", str(path))  # the rollback fails too: journal kept
 
-    fsio.fault_hook = FaultAt(5, die, persistent=True)
+    fsio.fault_hook = FaultAt(5, broken_disk, persistent=True)
     try:
-        with pytest.raises(BaseException):
+        with pytest.raises(WriteFailed, match="journal is kept"):
             apply_plan(handmade_plan(install), "1.0")
     finally:
         fsio.fault_hook = None

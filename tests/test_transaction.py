@@ -36,7 +36,10 @@ def test_apply_then_revert_is_byte_identical_and_record_stays_valid(install):
     plan = handmade_plan(install)
     result = apply_plan(plan, "1.0")
     assert result.action == "applied"
-    assert result.added == ("sglang/srt/speculative/ddtree/__init__.py", "sglang/srt/speculative/ddtree/kernels/__init__.py")
+    assert result.added == (
+        "sglang/srt/speculative/ddtree/__init__.py",
+        "sglang/srt/speculative/ddtree/kernels/__init__.py",
+    )
     for edit in plan.edits:
         assert (install.package_dir / edit.path).read_bytes() == edit.after
     for added in plan.added:
@@ -62,7 +65,9 @@ def test_revert_restores_mtimes_so_the_original_bytecode_is_valid_again(install)
     assert source.stat().st_mtime_ns == mtime
     pyc = importlib.util.cache_from_source(str(source))
     flags, pyc_mtime, size = struct.unpack("<III", open(pyc, "rb").read(16)[4:16])
-    assert flags == 0 and pyc_mtime == int(mtime / 1e9) & 0xFFFFFFFF and size == source.stat().st_size
+    assert (
+        flags == 0 and pyc_mtime == int(mtime / 1e9) & 0xFFFFFFFF and size == source.stat().st_size
+    )
 
 
 def test_apply_twice_is_a_no_op(install):
@@ -91,7 +96,9 @@ def test_other_tool_version_or_plan_reverts_then_applies(install, tool_version, 
 def test_a_plan_built_on_patched_files_is_refused(install):
     plan = handmade_plan(install)
     apply_plan(plan, "1.0")
-    on_patched = Plan(install, [FileEdit(e.path, e.after, e.after + b"\n") for e in plan.edits], plan.added)
+    on_patched = Plan(
+        install, [FileEdit(e.path, e.after, e.after + b"\n") for e in plan.edits], plan.added
+    )
     with pytest.raises(InvalidPlan, match="pristine"):
         apply_plan(on_patched, "2.0")
     assert status(install).state == "patched"
@@ -111,7 +118,9 @@ def test_a_plan_that_does_not_compile_writes_nothing(install):
     with pytest.raises(InvalidPlan, match="broken.py would not compile") as err:
         apply_plan(plan, "1.0")
     assert err.value.exit_code == 10
-    assert _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
+    assert (
+        _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
+    )
 
 
 def test_stale_plan_and_overwriting_someone_elses_file_are_refused(install):
@@ -180,7 +189,9 @@ def test_read_only_site_packages_is_detected_before_writing(install, monkeypatch
     with pytest.raises(ReadOnly) as err:
         apply_plan(handmade_plan(install), "1.0")
     assert err.value.exit_code == 6
-    assert _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
+    assert (
+        _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
+    )
 
 
 def test_read_only_file_system_probe(install, monkeypatch):
@@ -262,18 +273,22 @@ def test_pip_uninstall_removes_every_file_the_patch_added(tmp_path):
     python = env / "bin" / "python"
     site = subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     from pathlib import Path
 
     install = make_tiny_install(Path(site))
     apply_plan(handmade_plan(install), "1.0")
     subprocess.run(
-        [python, "-c", "import sglang.srt.speculative.ddtree.kernels, sglang.srt.server_args"], check=True
+        [python, "-c", "import sglang.srt.speculative.ddtree.kernels, sglang.srt.server_args"],
+        check=True,
     )  # leaves fresh bytecode of patched and added modules behind
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "uninstall", "-y", "sglang"],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
     left = sorted(p.relative_to(site).as_posix() for p in Path(site).rglob("*"))

@@ -47,7 +47,10 @@ def _race(install, tmp_path, timeout):
     children = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, str(install.site_packages), str(go), str(timeout)],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(2)
     ]
@@ -87,5 +90,7 @@ def test_the_second_apply_fails_cleanly_when_the_wait_is_short(expected, tmp_pat
     install, tree = expected
     (rc1, first), (rc2, second) = _race(install, tmp_path, timeout=0.05)
     assert (rc1, first) == (0, {"action": "applied"})
-    assert rc2 == 5 and second["error"] == "LockHeld" and "another ddtree-patch" in second["message"]
+    assert (
+        rc2 == 5 and second["error"] == "LockHeld" and "another ddtree-patch" in second["message"]
+    )
     _assert_patched(install, tree)

@@ -167,7 +167,11 @@ def test_a_kill_during_recovery_is_recovered_too(trees):
     fsio.fault_hook = recorder
     _apply(trees.fresh("apply"))
     fsio.fault_hook = None
-    mid = next(i for i, (op, path) in enumerate(recorder.events) if path.name == ".server_args.py.ddtree-tmp")
+    mid = next(
+        i
+        for i, (op, path) in enumerate(recorder.events)
+        if path.name == ".server_args.py.ddtree-tmp"
+    )
     crashed = trees.fresh("apply")
     assert _killed_child("apply", crashed, mid + 1) == 137  # original replaced, others not yet
     assert status(crashed).state == "interrupted"

@@ -18,7 +18,15 @@ from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
 from tests.sglang_releases import RELEASES, install_at, sglang_release, wheel_cache  # noqa: F401
-from tests.txn_helpers import RELEASE_EDITS, FaultAt, Recorder, copy_install, handmade_plan, scratch_dir, snapshot
+from tests.txn_helpers import (
+    RELEASE_EDITS,
+    FaultAt,
+    Recorder,
+    copy_install,
+    handmade_plan,
+    scratch_dir,
+    snapshot,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +34,10 @@ pytestmark = pytest.mark.slow
 def _distlib_problems(install):
     database = pytest.importorskip("pip._vendor.distlib.database")
     dist = database.InstalledDistribution(str(install.dist_info))
-    return sorted((os.path.relpath(p, install.site_packages), kind) for p, kind, _, _ in dist.check_installed_files())
+    return sorted(
+        (os.path.relpath(p, install.site_packages), kind)
+        for p, kind, _, _ in dist.check_installed_files()
+    )
 
 
 def _record_problems(install):
@@ -106,13 +117,28 @@ def test_pip_uninstall_after_apply_leaves_only_the_state_folder(tmp_path):
     python = env / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
     done = subprocess.run(
-        [*pip, "install", "--no-deps", "--no-index", "--find-links", str(wheel_cache()), "sglang==0.5.15"],
-        capture_output=True, text=True,
+        [
+            *pip,
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--find-links",
+            str(wheel_cache()),
+            "sglang==0.5.15",
+        ],
+        capture_output=True,
+        text=True,
     )
     if done.returncode != 0:
         pytest.skip(f"sglang 0.5.15 wheel not in the cache: {done.stderr[-300:]}")
-    site = Path(subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     install = install_at(site)
     apply_plan(handmade_plan(install, RELEASE_EDITS), "1.0")
     done = subprocess.run([*pip, "uninstall", "-y", "sglang"], capture_output=True, text=True)

@@ -23,8 +23,12 @@ def make_tiny_install(site_packages: Path, version: str = VERSION) -> Install:
     compileall.compile_dir(package, quiet=2)
     dist_info = site_packages / f"sglang-{version}.dist-info"
     dist_info.mkdir()
-    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
-    (dist_info / "WHEEL").write_text("Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n"
+    )
+    (dist_info / "WHEEL").write_text(
+        "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
     (dist_info / "INSTALLER").write_text("pip\n")
     rows = []
     for path in sorted(p for p in site_packages.rglob("*") if p.is_file()):

@@ -13,7 +13,11 @@ from pathlib import Path
 from ddtree_patch.model import AddedFile, FileEdit, Install, Plan
 from ddtree_patch.state import pristine_view
 
-TINY_EDITS = ("srt/speculative/spec_info.py", "srt/server_args.py", "srt/speculative/dflash_worker.py")
+TINY_EDITS = (
+    "srt/speculative/spec_info.py",
+    "srt/server_args.py",
+    "srt/speculative/dflash_worker.py",
+)
 RELEASE_EDITS = ("srt/speculative/spec_info.py", "srt/server_args.py", "version.py")
 ADDED = {
     "srt/speculative/ddtree/__init__.py": b'"""DDTree drop-in (stand-in for the tests)."""\n',
@@ -21,7 +25,9 @@ ADDED = {
 }
 
 
-def handmade_plan(install: Install, edits: tuple[str, ...] = TINY_EDITS, marker: str = "v1") -> Plan:
+def handmade_plan(
+    install: Install, edits: tuple[str, ...] = TINY_EDITS, marker: str = "v1"
+) -> Plan:
     """A plan like the engine's: append a line to each edited file, drop two new modules in.
 
     Built from the pristine view, as the engine must, so it is the same on a patched install.
@@ -78,7 +84,9 @@ def copy_install(install: Install, dest: Path) -> Install:
 class FaultAt:
     """An fsio.fault_hook that runs `action` at the n-th change (0-based), or after it too."""
 
-    def __init__(self, n: int, action: Callable[[str, Path], None], *, persistent: bool = False) -> None:
+    def __init__(
+        self, n: int, action: Callable[[str, Path], None], *, persistent: bool = False
+    ) -> None:
         self.n = n
         self.action = action
         self.persistent = persistent

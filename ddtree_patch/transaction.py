@@ -223,6 +223,8 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
     for e in sorted(plan.edits, key=lambda e: e.path):
         rel = site_path(install, e.path)
         path = checked_path(install, rel)
+        if path.is_symlink():
+            raise InvalidPlan(f"{rel} is a symbolic link; the patch only rewrites plain files")
         try:
             st = path.stat()
             on_disk = path.read_bytes()
@@ -310,11 +312,12 @@ def _write_patch(
     _ensure_dir(paths.root)
     step("write the journal")
     write_journal(install, Journal("apply", tool_version, _now(), os.getpid(), changes))
+    before = {site_path(install, e.path): e.before for e in plan.edits}
     after = {site_path(install, e.path): e.after for e in plan.edits}
     after.update({site_path(install, a.path): a.data for a in plan.added})
     for e in changes.edited:
         step(f"back up {e.path}")
-        _write_state_file(paths.original(e.path), checked_path(install, e.path).read_bytes())
+        _write_state_file(paths.original(e.path), before[e.path])
     for b in changes.bytecode:
         step(f"back up {b.path}")
         _write_state_file(paths.original(b.path), checked_path(install, b.path).read_bytes())
@@ -420,6 +423,7 @@ def _restore_pristine(
             forced.append(rel)
         data = backup_bytes(rel, before)
         step(f"restore {rel}")
+        _ensure_dir(path.parent)
         fsio.write_atomic(path, data, mode=mode, mtime_ns=mtime_ns)
         restored.append(rel)
     for b in changes.bytecode:
@@ -429,6 +433,15 @@ def _restore_pristine(
             step(f"restore {b.path}")
             _ensure_dir(path.parent)
             fsio.write_atomic(path, backup.read_bytes())
+    kept = {b.path for b in changes.bytecode}
+    for e in changes.edited:  # bytecode Python wrote for the patched source since apply
+        path = checked_path(install, e.path)
+        if path.suffix != ".py":
+            continue
+        for pyc in sorted((path.parent / "__pycache__").glob(f"{path.stem}.*.pyc")):
+            if f"{e.path.rsplit('/', 1)[0]}/__pycache__/{pyc.name}" not in kept:
+                step(f"remove {pyc.name}, compiled from the patched source")
+                fsio.unlink(pyc)
     for a in changes.added:
         path = checked_path(install, a.path)
         current = fsio.sha256_file(path)
@@ -710,7 +723,12 @@ def apply_plan(
                     f"{failed_at} failed ({exc}); rolling back failed too ({rollback_exc}); the "
                     "journal is kept: run `ddtree-patch apply` or `ddtree-patch revert` to recover"
                 ) from exc
-            error = _failure(exc, failed_at, "rolled back: the install is unchanged")
+            outcome = (
+                f"rolled back to the pristine install (the patch of {previous} was reverted first)"
+                if previous
+                else "rolled back: the install is unchanged"
+            )
+            error = _failure(exc, failed_at, outcome)
             if error is exc:
                 raise
             raise error from exc

@@ -26,6 +26,9 @@ from tests.tiny_install import make_tiny_install
 from tests.txn_helpers import handmade_plan, snapshot
 
 
+WRITE_BYTECODE = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 @pytest.fixture
 def install(tmp_path):
     return make_tiny_install(tmp_path / "site")
@@ -68,6 +71,37 @@ def test_revert_restores_mtimes_so_the_original_bytecode_is_valid_again(install)
     assert (
         flags == 0 and pyc_mtime == int(mtime / 1e9) & 0xFFFFFFFF and size == source.stat().st_size
     )
+
+
+def test_bytecode_compiled_while_patched_is_gone_after_revert(install):
+    pristine = snapshot(install.site_packages)
+    apply_plan(handmade_plan(install), "1.0")
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sglang.srt.server_args, sglang.srt.speculative.ddtree.kernels",
+        ],
+        cwd=install.site_packages,
+        env=WRITE_BYTECODE,
+        check=True,
+    )
+    cache = install.package_dir / "srt" / "__pycache__"
+    assert list(cache.glob("server_args.*.pyc"))
+    (cache / "server_args.cpython-311.opt-1.pyc").write_bytes(b"compiled by python -O")
+    revert(install)
+    assert snapshot(install.site_packages) == pristine
+
+
+def test_a_symlinked_file_is_not_replaced(install):
+    target = install.package_dir / "srt" / "server_args.py"
+    real = install.package_dir / "srt" / "real_server_args.py"
+    real.write_bytes(target.read_bytes())
+    target.unlink()
+    target.symlink_to(real)
+    with pytest.raises(InvalidPlan, match="symbolic link"):
+        apply_plan(handmade_plan(install), "1.0")
+    assert target.is_symlink() and not install.state_dir.exists()
 
 
 def test_apply_twice_is_a_no_op(install):
@@ -283,8 +317,10 @@ def test_pip_uninstall_removes_every_file_the_patch_added(tmp_path):
     apply_plan(handmade_plan(install), "1.0")
     subprocess.run(
         [python, "-c", "import sglang.srt.speculative.ddtree.kernels, sglang.srt.server_args"],
+        env=WRITE_BYTECODE,
         check=True,
-    )  # leaves fresh bytecode of patched and added modules behind
+    )
+    assert list(Path(site).glob("sglang/srt/speculative/ddtree/kernels/__pycache__/*.pyc"))
     done = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "uninstall", "-y", "sglang"],
         capture_output=True,

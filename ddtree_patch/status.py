@@ -58,7 +58,7 @@ class Status:
     files: tuple[FileState, ...] = ()
     journal_op: str | None = None  # the interrupted operation
     busy: bool = False  # another process holds the lock right now
-    plan_current: bool | None = None  # the patch on disk is exactly the current plan
+    plan_current: bool | None = None  # the patch on disk is exactly current_plan (None: not asked)
 
 
 def file_states(install: Install, changes: Changes) -> tuple[FileState, ...]:
@@ -158,7 +158,8 @@ def status(
         )
     manifest = load_manifest(install)
     if manifest is None:
-        return Status(state="pristine", advice="", busy=busy, **base)
+        plan_current = None if current_plan is None else False
+        return Status(state="pristine", advice="", busy=busy, plan_current=plan_current, **base)
     states = file_states(install, manifest.changes)
     state = classify(states)
     plan_current = None

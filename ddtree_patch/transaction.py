@@ -304,6 +304,7 @@ def _write_patch(
     changes: Changes,
     record_data: bytes | None,
     tool_version: str,
+    python: str,
     step: _Steps,
 ) -> None:
     """The writes of apply, in the order recovery relies on (backups before any replace)."""
@@ -351,7 +352,7 @@ def _write_patch(
     step("write the manifest")
     write_manifest(
         install,
-        Manifest(tool_version, install.version, python_description(), _now(), changes),
+        Manifest(tool_version, install.version, python, _now(), changes),
     )
     step("remove the journal")
     fsio.unlink(paths.journal)
@@ -386,6 +387,7 @@ def _restore_pristine(
 
     targets = [checked_path(install, e.path) for e in changes.edited]
     targets += [checked_path(install, a.path) for a in changes.added]
+    targets += [checked_path(install, b.path) for b in changes.bytecode]
     if changes.record:
         targets.append(checked_path(install, changes.record.path, record=True))
     for target in targets:
@@ -661,12 +663,14 @@ def apply_plan(
     *,
     progress: Progress | None = None,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    python: str | None = None,
 ) -> ApplyResult:
     """Write `plan` into its install as one transaction; a no-op when exactly this is applied.
 
     The plan must be built from the pristine files (`state.pristine_view`), also when the install
     is already patched: then an older patch (other tool version or other content) is reverted and
-    the plan applied in its place.
+    the plan applied in its place. `python` describes the target interpreter for the manifest
+    (default: the one running the tool).
     """
     install = plan.install
     step = _Steps(progress)
@@ -711,7 +715,15 @@ def apply_plan(
         _clear_leftovers(install, step)
         changes, record_data = _plan_changes(install, plan)
         try:
-            _write_patch(install, plan, changes, record_data, tool_version, step)
+            _write_patch(
+                install,
+                plan,
+                changes,
+                record_data,
+                tool_version,
+                python or python_description(),
+                step,
+            )
         except BaseException as exc:
             failed_at = step.current
             try:

@@ -7,10 +7,12 @@ import errno
 import importlib.util
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
 import venv
+from pathlib import Path
 
 import pytest
 from filelock import FileLock
@@ -24,7 +26,6 @@ from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
 from tests.tiny_install import make_tiny_install
 from tests.txn_helpers import handmade_plan, snapshot
-
 
 WRITE_BYTECODE = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -200,8 +201,6 @@ def test_drifted_revert_refuses_with_a_diff_then_force_restores(install):
 def test_stale_state_is_dropped_and_the_new_files_patched(install, tmp_path):
     apply_plan(handmade_plan(install), "1.0")
     fresh = make_tiny_install(tmp_path / "fresh")
-    import shutil
-
     shutil.rmtree(install.package_dir)
     shutil.copytree(fresh.package_dir, install.package_dir)
     shutil.copy2(fresh.record, install.record)
@@ -311,8 +310,6 @@ def test_pip_uninstall_removes_every_file_the_patch_added(tmp_path):
         text=True,
         check=True,
     ).stdout.strip()
-    from pathlib import Path
-
     install = make_tiny_install(Path(site))
     apply_plan(handmade_plan(install), "1.0")
     subprocess.run(

@@ -17,8 +17,8 @@ class Choices(Rule):
     decision = Decision.WIDEN
     MUST_REWRITE = [
         (
-            'parser.add_argument(\n    "--speculative-algorithm",\n    choices=["DFLASH", "EAGLE", "NGRAM"],\n)\n',
-            'parser.add_argument(\n    "--speculative-algorithm",\n    choices=["DFLASH", "DDTREE", "EAGLE", "NGRAM"],\n)\n',
+            'parser.add_argument(\n    "--algorithm",\n    choices=["DFLASH", "EAGLE", "NGRAM"],\n)\n',
+            'parser.add_argument(\n    "--algorithm",\n    choices=["DFLASH", "DDTREE", "EAGLE", "NGRAM"],\n)\n',
         ),
     ]
     MUST_NOT_TOUCH = [

@@ -24,10 +24,10 @@ class PredicateDef(Rule):
     id = "predicate-def"
     form = "predicate-def"
     decision = Decision.EDIT
-    MUST_REWRITE = [
+    MUST_REWRITE = [  # (the body's comparison is widened by the equality rule)
         (
             "class S(Enum):\n    def is_dflash(self) -> bool:\n        return self == S.DFLASH\n",
-            "class S(Enum):\n    def is_dflash(self) -> bool:\n        return self == S.DFLASH\n\n"
+            "class S(Enum):\n    def is_dflash(self) -> bool:\n        return self in (S.DFLASH, S.DDTREE)\n\n"
             "    def is_ddtree(self) -> bool:\n        return self == S.DDTREE\n",
         ),
         (

@@ -1,0 +1,51 @@
+"""Install real SGLang releases from the package index, with the wheels cached between runs.
+
+`pip install --no-deps --target` gives exactly the files (and dist-info RECORD) a user has;
+the wheel cache (DDTREE_PATCH_WHEEL_CACHE, default ~/.cache/ddtree-patch/wheels) makes a second
+run offline and fast.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from filelock import FileLock
+
+
+def wheel_cache() -> Path:
+    path = Path(os.environ.get("DDTREE_PATCH_WHEEL_CACHE", Path.home() / ".cache" / "ddtree-patch" / "wheels"))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _wheel(version: str) -> Path:
+    cache = wheel_cache()
+    pattern = f"sglang-{version}-*.whl"
+    with FileLock(str(cache / ".download.lock")):
+        found = sorted(cache.glob(pattern))
+        if not found:
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                 "--disable-pip-version-check", "-q", "-d", str(cache), f"sglang=={version}"],
+                check=True,
+            )
+            found = sorted(cache.glob(pattern))
+    if not found:
+        raise RuntimeError(f"no wheel for sglang=={version} in {cache}")
+    return found[-1]
+
+
+def install_release(version: str, target: Path) -> Path:
+    """A fresh `pip install --no-deps --target` of one release; returns the site folder."""
+    if target.exists():
+        shutil.rmtree(target)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--disable-pip-version-check",
+         "-q", "--target", str(target), str(_wheel(version))],
+        check=True,
+    )
+    return target

@@ -44,6 +44,8 @@ class AuditReport:
         found = []
         if self.counts.get(Decision.UNHANDLED.value):
             found.append(f"{self.counts[Decision.UNHANDLED.value]} UNHANDLED site(s)")
+        if self.result.skipped:  # a file we could not parse may hide a DFLASH condition
+            found.append(f"{len(self.result.skipped)} file(s) that mention dflash could not be parsed")
         if self.state == "partial":
             missing = [p for p, s in self.dropins.items() if s != "present"]
             found.append("install is partly patched" + (f" (drop-ins {', '.join(missing)})" if missing else ""))

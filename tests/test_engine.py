@@ -95,3 +95,11 @@ def test_dry_run_shows_diff_and_writes_nothing(mini_site):
     assert "sglang/srt/speculative/ddtree/__init__.py" in done.stdout
     after = {p: p.read_bytes() for p in mini_site.rglob("*") if p.is_file()}
     assert before == after
+
+
+def test_unparseable_candidate_fails_the_audit(mini_site):
+    (mini_site / "sglang" / "broken.py").write_text("def f(:\n    return 'DFLASH'\n")
+    done = _cli("audit", "--json", site=mini_site)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1 and not report["ok"]
+    assert report["files"]["skipped"][0]["path"] == "broken.py"

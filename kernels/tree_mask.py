@@ -30,7 +30,7 @@ def mask_numel(n: int, bs: int, prefix_lens_sum: int) -> int:
 def _ancestors(parent_ptr, b, rows, cols, n_nodes):
     """[R, NP] bool: column j is an ancestor-or-self of row i (walks up the parent links)."""
     cur = tl.where(rows < n_nodes, rows, -1)
-    anc = cols[None, :] < 0
+    anc = (rows[:, None] < 0) & (cols[None, :] < 0)
     while tl.max(cur, axis=0) >= 0:
         anc = anc | (cols[None, :] == cur[:, None])
         cur = tl.load(parent_ptr + b * n_nodes + cur, mask=cur >= 0, other=-1).to(tl.int32)

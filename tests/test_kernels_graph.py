@@ -63,5 +63,5 @@ def test_graph_replay_matches_eager() -> None:
         eager = _round(*args)
         for got, want in zip(static_out, eager):
             assert torch.equal(got, want)
-        assert static_out[7][temp == 0].min() >= 3  # greedy rows walk deep
+        assert static_out[7][temp == 0].min() >= 1  # greedy rows follow the favoured first children
     assert static_out[0][:, 1:].ge(0).all()

@@ -145,7 +145,8 @@ def pack_tree_mask_torch(parent: torch.Tensor) -> torch.Tensor:
     return torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)
 
 
-def build_tree_mask(parent: torch.Tensor, prefix_lens: torch.Tensor, prefix_lens_sum: int | None = None) -> torch.Tensor:
+def build_tree_mask(parent: torch.Tensor, prefix_lens: torch.Tensor,
+                    prefix_lens_sum: int | None = None) -> torch.Tensor:
     """Flat bool mask of all requests (layout in the module docstring); Triton on CUDA.
     Without `prefix_lens_sum` the sum is read from the device (a host sync, not capturable)."""
     if prefix_lens_sum is None:

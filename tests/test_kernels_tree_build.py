@@ -118,13 +118,12 @@ def test_triton_ties_equal_torch(device: str) -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("chunks", [None, 8])
-def test_vocab_topk_triton_equals_torch(device: str, dtype: torch.dtype, chunks: int | None) -> None:
+def test_vocab_topk_triton_equals_torch(device: str, dtype: torch.dtype) -> None:
     """Values exact; tokens compared through their logits, since the order among equal
-    half-precision logits is torch.topk's and differs between devices and chunkings."""
+    half-precision logits is torch.topk's and may differ between devices."""
     logits = (torch.randn(3, 5, 1000, generator=torch.Generator().manual_seed(1)) * 4).to(dtype).to(device)
     lp_ref, _ = draft_topk_torch(logits, 37)
-    lp, tok = draft_topk_triton(logits, 37, chunks)
+    lp, tok = draft_topk_triton(logits, 37)
     assert lp.dtype == torch.float32 and tok.dtype == torch.int64
     torch.testing.assert_close(lp, lp_ref, rtol=0, atol=2e-6)
     assert torch.equal(logits.gather(-1, tok), torch.topk(logits, 37).values)

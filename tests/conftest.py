@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Triton kernels run interpreted on CPU tensors where there is no GPU. This must be set before
+# any test module imports `kernels` (the decorators read it), so it lives here, not in a helper.
+if "TRITON_INTERPRET" not in os.environ and not Path("/dev/nvidia0").exists():
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import pytest
 

@@ -1,16 +1,10 @@
-"""Errors the tool reports to a person: one line saying what failed and what to do next.
-
-Each class carries the process exit code the CLI returns for it (see docs/exit-codes.md), so the
-CLI renders every failure the same way: print `message`, exit with `exit_code`.
-"""
+"""Errors a user can act on: one line saying what and what next, and the exit code to leave with."""
 
 from __future__ import annotations
 
 
 class DDTreePatchError(Exception):
-    """Base of every error meant for the user; `message` is one line, `exit_code` is stable."""
-
-    exit_code: int = 1
+    exit_code = 1
 
     def __init__(self, message: str, exit_code: int | None = None) -> None:
         super().__init__(message)
@@ -18,44 +12,48 @@ class DDTreePatchError(Exception):
         if exit_code is not None:
             self.exit_code = exit_code
 
-    def __str__(self) -> str:
-        return self.message
-
 
 class UsageError(DDTreePatchError):
-    """Bad command line: conflicting or missing options."""
-
     exit_code = 2
 
 
 class NotInstalled(DDTreePatchError):
-    """No SGLang where we looked (or two copies on the path, or an editable install)."""
+    """No usable SGLang where we looked (missing, two copies, editable)."""
 
     exit_code = 3
 
 
 class Unsupported(DDTreePatchError):
-    """An SGLang release this tool cannot patch (no DFLASH, or unknown newer with --strict)."""
+    """This SGLang release cannot take the patch (no DFLASH, or unknown with --strict)."""
 
     exit_code = 4
+
+
+class EngineError(DDTreePatchError):
+    """The plan failed its own checks (an edited file does not compile): a bug to report."""
+
+    exit_code = 5
+
+
+# Raised by the transaction layer (apply / revert / recover); see docs/exit-codes.md.
 
 
 class LockHeld(DDTreePatchError):
     """Another apply/revert holds the lock of this install and did not finish in time."""
 
-    exit_code = 5
+    exit_code = 6
 
 
 class ReadOnly(DDTreePatchError):
     """The site-packages (or a folder inside it) cannot be written; nothing was written."""
 
-    exit_code = 6
+    exit_code = 7
 
 
 class CorruptState(DDTreePatchError):
     """The manifest, journal or a backup is unreadable, tampered with, or points outside."""
 
-    exit_code = 7
+    exit_code = 8
 
 
 class Drift(DDTreePatchError):
@@ -64,7 +62,7 @@ class Drift(DDTreePatchError):
     `drift` holds one `status.FileDrift` (path, state, unified diff) per changed file.
     """
 
-    exit_code = 8
+    exit_code = 9
 
     def __init__(self, message: str, exit_code: int | None = None, *, drift: tuple = ()) -> None:
         super().__init__(message, exit_code)
@@ -74,16 +72,16 @@ class Drift(DDTreePatchError):
 class WriteFailed(DDTreePatchError):
     """An I/O error (disk full, permission) during a transaction; the install was rolled back."""
 
-    exit_code = 9
-
-
-class InvalidPlan(DDTreePatchError):
-    """The plan does not compile, or no longer matches the files on disk."""
-
     exit_code = 10
+
+
+class PlanMismatch(DDTreePatchError):
+    """The files on disk are not the ones the plan was built from (changed since, or patched)."""
+
+    exit_code = 11
 
 
 class VerifyFailed(DDTreePatchError):
     """A check after writing found bytes other than the ones expected."""
 
-    exit_code = 11
+    exit_code = 12

@@ -31,8 +31,9 @@ from ddtree_patch.errors import (
     CorruptState,
     DDTreePatchError,
     Drift,
-    InvalidPlan,
+    EngineError,
     LockHeld,
+    PlanMismatch,
     ReadOnly,
     VerifyFailed,
     WriteFailed,
@@ -114,19 +115,19 @@ def _stage(plan: Plan) -> None:
     files = [(e.path, e.after) for e in plan.edits] + [(a.path, a.data) for a in plan.added]
     for path, data in files:
         if path in seen:
-            raise InvalidPlan(f"the plan names {path} twice")
+            raise EngineError(f"the plan names {path} twice")
         seen.add(path)
         try:
             checked_path(plan.install, site_path(plan.install, path))
         except CorruptState as exc:
-            raise InvalidPlan(f"the plan names a path outside the package: {path!r}") from exc
+            raise EngineError(f"the plan names a path outside the package: {path!r}") from exc
         if path.endswith(".py"):
             try:
                 compile(data, path, "exec", dont_inherit=True)
             except (SyntaxError, ValueError) as exc:
-                line = getattr(exc, "lineno", None)
-                raise InvalidPlan(
-                    f"{path} would not compile (line {line}: {getattr(exc, 'msg', exc)})"
+                why = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else exc
+                raise EngineError(
+                    f"the patched {path} would not compile ({why}): please report this bug"
                 ) from exc
 
 
@@ -224,16 +225,16 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
         rel = site_path(install, e.path)
         path = checked_path(install, rel)
         if path.is_symlink():
-            raise InvalidPlan(f"{rel} is a symbolic link; the patch only rewrites plain files")
+            raise PlanMismatch(f"{rel} is a symbolic link; the patch only rewrites plain files")
         try:
             st = path.stat()
             on_disk = path.read_bytes()
         except FileNotFoundError:
-            raise InvalidPlan(
+            raise PlanMismatch(
                 f"{rel} is gone since the plan was built; run the command again"
             ) from None
         if on_disk != e.before:
-            raise InvalidPlan(f"{rel} changed since the plan was built; run the command again")
+            raise PlanMismatch(f"{rel} changed since the plan was built; run the command again")
         edited.append(
             EditedEntry(
                 rel,
@@ -256,7 +257,7 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
         rel = site_path(install, a.path)
         path = checked_path(install, rel)
         if path.exists() or path.is_symlink():
-            raise InvalidPlan(
+            raise PlanMismatch(
                 f"{rel} already exists; the plan would overwrite a file it did not make"
             )
         parents = []
@@ -265,7 +266,7 @@ def _plan_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
             parents.append(folder)
             folder = folder.parent
         if not folder.is_dir():
-            raise InvalidPlan(f"{folder} is a file where the plan needs a folder")
+            raise PlanMismatch(f"{folder} is a file where the plan needs a folder")
         for p in reversed(parents):
             p_rel = p.relative_to(install.site_packages).as_posix()
             if p_rel not in created:
@@ -764,14 +765,14 @@ def _check_plan_base(plan: Plan) -> None:
         try:
             base = view.read(e.path)
         except FileNotFoundError:
-            raise InvalidPlan(f"{e.path} is not in the package; run the command again") from None
+            raise PlanMismatch(f"{e.path} is not in the package; run the command again") from None
         if base != e.before:
-            raise InvalidPlan(
+            raise PlanMismatch(
                 f"the plan's original of {e.path} differs from the pristine file (built from a "
                 "patched or changed install?); run the command again"
             )
     for a in plan.added:
         if (plan.install.package_dir / a.path).exists() and a.path not in view.added:
-            raise InvalidPlan(
+            raise PlanMismatch(
                 f"{a.path} already exists; the plan would overwrite a file it did not make"
             )

@@ -68,7 +68,7 @@ def test_tampered_manifest_makes_revert_refuse_and_write_nothing(install, tmp_pa
     before = snapshot(tmp_path)
     with pytest.raises(CorruptState) as err:
         revert(install, force=True)
-    assert err.value.exit_code == 7 and "outside" in err.value.message
+    assert err.value.exit_code == 8 and "outside" in err.value.message
     assert snapshot(tmp_path) == before
     assert victim.read_text() == "precious\n"
 
@@ -79,7 +79,7 @@ def test_unreadable_manifest_is_corrupt_state(install, content):
     StatePaths(install).manifest.write_bytes(content)
     with pytest.raises(CorruptState) as err:
         load_manifest(install)
-    assert err.value.exit_code == 7
+    assert err.value.exit_code == 8
 
 
 def test_state_folder_is_readable_by_a_person(install):

@@ -18,7 +18,7 @@ import pytest
 from filelock import FileLock
 
 from ddtree_patch import fsio, transaction
-from ddtree_patch.errors import Drift, InvalidPlan, LockHeld, ReadOnly, WriteFailed
+from ddtree_patch.errors import Drift, EngineError, LockHeld, PlanMismatch, ReadOnly, WriteFailed
 from ddtree_patch.model import AddedFile, FileEdit, Plan
 from ddtree_patch.record import verify_record
 from ddtree_patch.state import StatePaths
@@ -100,7 +100,7 @@ def test_a_symlinked_file_is_not_replaced(install):
     real.write_bytes(target.read_bytes())
     target.unlink()
     target.symlink_to(real)
-    with pytest.raises(InvalidPlan, match="symbolic link"):
+    with pytest.raises(PlanMismatch, match="symbolic link"):
         apply_plan(handmade_plan(install), "1.0")
     assert target.is_symlink() and not install.state_dir.exists()
 
@@ -134,7 +134,7 @@ def test_a_plan_built_on_patched_files_is_refused(install):
     on_patched = Plan(
         install, [FileEdit(e.path, e.after, e.after + b"\n") for e in plan.edits], plan.added
     )
-    with pytest.raises(InvalidPlan, match="pristine"):
+    with pytest.raises(PlanMismatch, match="pristine"):
         apply_plan(on_patched, "2.0")
     assert status(install).state == "patched"
 
@@ -150,9 +150,9 @@ def test_a_plan_that_does_not_compile_writes_nothing(install):
     before = snapshot(install.site_packages)
     plan = handmade_plan(install)
     plan.added.append(AddedFile("srt/speculative/ddtree/broken.py", b"def f(:\n"))
-    with pytest.raises(InvalidPlan, match="broken.py would not compile") as err:
+    with pytest.raises(EngineError, match="broken.py would not compile") as err:
         apply_plan(plan, "1.0")
-    assert err.value.exit_code == 10
+    assert err.value.exit_code == 5
     assert (
         _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
     )
@@ -161,18 +161,18 @@ def test_a_plan_that_does_not_compile_writes_nothing(install):
 def test_stale_plan_and_overwriting_someone_elses_file_are_refused(install):
     plan = handmade_plan(install)
     (install.package_dir / "srt" / "server_args.py").write_text("changed after planning\n")
-    with pytest.raises(InvalidPlan):
+    with pytest.raises(PlanMismatch):
         apply_plan(plan, "1.0")
     install2 = make_tiny_install(install.site_packages.parent / "other")
     (install2.package_dir / "srt" / "speculative" / "ddtree").mkdir()
     (install2.package_dir / "srt" / "speculative" / "ddtree" / "__init__.py").write_text("mine\n")
-    with pytest.raises(InvalidPlan, match="already exists"):
+    with pytest.raises(PlanMismatch, match="already exists"):
         apply_plan(handmade_plan(install2), "1.0")
 
 
 def test_plan_paths_must_stay_inside_the_package(install):
     plan = Plan(install, [], [AddedFile("../escape.py", b"x = 1\n")])
-    with pytest.raises(InvalidPlan, match="outside"):
+    with pytest.raises(EngineError, match="outside"):
         apply_plan(plan, "1.0")
     assert not (install.site_packages / "escape.py").exists()
 
@@ -186,7 +186,7 @@ def test_drifted_revert_refuses_with_a_diff_then_force_restores(install):
     patched = snapshot(install.site_packages)
     with pytest.raises(Drift) as err:
         revert(install)
-    assert err.value.exit_code == 8 and "revert --force" in err.value.message
+    assert err.value.exit_code == 9 and "revert --force" in err.value.message
     diffs = {d.path: d for d in err.value.drift}
     assert "+HAND_EDIT = 1" in diffs["sglang/srt/server_args.py"].diff
     assert diffs["sglang/srt/speculative/ddtree/__init__.py"].state == "original"
@@ -221,7 +221,7 @@ def test_read_only_site_packages_is_detected_before_writing(install, monkeypatch
     monkeypatch.setattr(transaction.os, "access", lambda path, mode: False)
     with pytest.raises(ReadOnly) as err:
         apply_plan(handmade_plan(install), "1.0")
-    assert err.value.exit_code == 6
+    assert err.value.exit_code == 7
     assert (
         _nothing_written(install, before) and not (install.site_packages / ".ddtree-patch").exists()
     )
@@ -275,7 +275,7 @@ def test_disk_full_at_every_write_rolls_back(install, monkeypatch):
         calls.update(n=0, fail_at=fail_at)
         with pytest.raises(WriteFailed) as err:
             apply_plan(handmade_plan(install), "1.0")
-        assert err.value.exit_code == 9 and "disk full" in err.value.message
+        assert err.value.exit_code == 10 and "disk full" in err.value.message
         assert "rolled back" in err.value.message
         assert snapshot(install.site_packages) == pristine, err.value.message
         assert status(install).state == "pristine"
@@ -289,7 +289,7 @@ def test_lock_held_fails_cleanly_after_the_timeout(install):
             apply_plan(handmade_plan(install), "1.0", lock_timeout=0.2)
         with pytest.raises(LockHeld):
             revert(install, lock_timeout=0.2)
-    assert err.value.exit_code == 5 and "another ddtree-patch" in err.value.message
+    assert err.value.exit_code == 6 and "another ddtree-patch" in err.value.message
     assert _nothing_written(install, before, lock_dir_may_exist=True)
 
 

@@ -91,6 +91,6 @@ def test_the_second_apply_fails_cleanly_when_the_wait_is_short(expected, tmp_pat
     (rc1, first), (rc2, second) = _race(install, tmp_path, timeout=0.05)
     assert (rc1, first) == (0, {"action": "applied"})
     assert (
-        rc2 == 5 and second["error"] == "LockHeld" and "another ddtree-patch" in second["message"]
+        rc2 == 6 and second["error"] == "LockHeld" and "another ddtree-patch" in second["message"]
     )
     _assert_patched(install, tree)

@@ -99,7 +99,7 @@ def test_an_error_at_any_step_is_rolled_back_in_process(trees, op):
         try:
             result = OPS[op](install)
         except WriteFailed as exc:
-            assert exc.exit_code == 9 and "injected I/O error" in exc.message
+            assert exc.exit_code == 10 and "injected I/O error" in exc.message
             if op == "revert":  # only writing its journal can fail before any change
                 assert "still patched" in exc.message
                 expect = "patched"

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from ddtree_patch import fsio
+from ddtree_patch.locate import from_folder
 from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
-from tests.sglang_releases import RELEASES, install_at, sglang_release, wheel_cache  # noqa: F401
+from tests.sglang_releases import wheel_cache
 from tests.txn_helpers import (
     RELEASE_EDITS,
     FaultAt,
@@ -29,6 +30,8 @@ from tests.txn_helpers import (
 )
 
 pytestmark = pytest.mark.slow
+
+RELEASES = ("0.5.11", "0.5.12", "0.5.15", "0.5.23")
 
 
 def _distlib_problems(install):
@@ -51,8 +54,8 @@ def scratch(tmp_path):
 
 
 @pytest.mark.parametrize("version", RELEASES)
-def test_apply_revert_round_trip_is_byte_identical(sglang_release, scratch, version):
-    install = copy_install(sglang_release(version), scratch / "site")
+def test_apply_revert_round_trip_is_byte_identical(release_site, scratch, version):
+    install = copy_install(from_folder(release_site(version)), scratch / "site")
     pristine = snapshot(install.site_packages)
     ours, pips = _record_problems(install), _distlib_problems(install)
     # pip --target records its console scripts as ../../bin/*: broken before we touch anything.
@@ -72,8 +75,8 @@ def test_apply_revert_round_trip_is_byte_identical(sglang_release, scratch, vers
 
 
 @pytest.mark.parametrize("op", ["apply", "revert"])
-def test_kill_at_every_step_on_a_real_release(sglang_release, scratch, op):
-    install = copy_install(sglang_release(RELEASES[-1]), scratch / "site")
+def test_kill_at_every_step_on_a_real_release(release_site, scratch, op):
+    install = copy_install(from_folder(release_site(RELEASES[-1])), scratch / "site")
     pristine = snapshot(install.site_packages)
 
     def do(name):
@@ -139,7 +142,7 @@ def test_pip_uninstall_after_apply_leaves_only_the_state_folder(tmp_path):
             check=True,
         ).stdout.strip()
     )
-    install = install_at(site)
+    install = from_folder(site)
     apply_plan(handmade_plan(install, RELEASE_EDITS), "1.0")
     done = subprocess.run([*pip, "uninstall", "-y", "sglang"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -1,0 +1,301 @@
+"""One file, start to finish: outline with `ast`, parse the chunks with libcst, claim, decide, rewrite.
+
+Pure: bytes in, sites and replacement text out. The scanner runs it in worker processes and
+caches its result by file hash; the examples of every rule run through the same function.
+"""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from ddtree_patch import tokens as tk
+from ddtree_patch.outline import Chunk, outline_source
+from ddtree_patch.policy import Policy
+from ddtree_patch.rules import RULES, Context, Rule, Token
+from ddtree_patch.sites import Decision, Site
+
+
+@dataclass
+class FileResult:
+    path: str
+    sites: list[Site] = field(default_factory=list)
+    replacements: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last line, text)
+    mentions: dict[str, int] = field(default_factory=dict)  # logic / reference / text / ddtree
+    skipped: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "path": self.path,
+            "sites": [s.to_json() for s in self.sites],
+            "replacements": [list(r) for r in self.replacements],
+            "mentions": self.mentions,
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FileResult":
+        return cls(
+            path=data["path"],
+            sites=[Site.from_json(s) for s in data["sites"]],
+            replacements=[tuple(r) for r in data["replacements"]],
+            mentions=data["mentions"],
+            skipped=data["skipped"],
+        )
+
+
+@dataclass(frozen=True)
+class SourceText:
+    """Decoded source that re-encodes to the original bytes (BOM and line endings kept)."""
+
+    encoding: str
+    lines: list[str]
+
+    @classmethod
+    def decode(cls, data: bytes) -> "SourceText":
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        text = data.decode(encoding)
+        return cls(encoding, io.StringIO(text, newline="").readlines())
+
+    @property
+    def newline(self) -> str:
+        first = self.lines[0] if self.lines else "\n"
+        return "\r\n" if first.endswith("\r\n") else "\r" if first.endswith("\r") else "\n"
+
+    def encode(self, replacements: list[tuple[int, int, str]]) -> bytes:
+        lines = list(self.lines)
+        for first, last, text in sorted(replacements, reverse=True):
+            lines[first - 1:last] = [text]
+        return "".join(lines).encode(self.encoding)
+
+
+def _token_kind(node: cst.CSTNode, parent: cst.CSTNode | None, parents,
+                class_body: bool = False) -> tk.TokenKind | None:
+    """`class_body`: the chunk itself is a class-level statement (its class lies outside it)."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        if not isinstance(value, str):
+            return None
+        if isinstance(parent, cst.ConcatenatedString):
+            root = parent
+            while isinstance(parents.get(root), cst.ConcatenatedString):
+                root = parents[root]
+            whole = root.evaluated_value
+            if isinstance(whole, str) and tk.is_builtins_help(whole) and tk.has_dflash_word(value):
+                return tk.TokenKind.HELP
+            return None
+        if tk.is_dflash_string(value):
+            return tk.TokenKind.LOGIC
+        if tk.is_builtins_help(value):
+            return tk.TokenKind.HELP
+        if value == tk.ALGORITHM_FLAG and isinstance(parent, cst.Arg) and parent.keyword is None:
+            call = parents.get(parent)
+            if isinstance(call, cst.Call) and call.args and call.args[0] is parent:
+                return tk.TokenKind.ANCHOR
+        return None
+    if isinstance(node, cst.Name):
+        if isinstance(parent, cst.Attribute):
+            is_attr = parent.attr is node
+            if is_attr and (node.value == tk.ENUM_MEMBER or node.value in tk.PREDICATES):
+                return tk.TokenKind.LOGIC
+            if is_attr:
+                return None
+        if isinstance(parent, cst.FunctionDef) and parent.name is node:
+            return tk.TokenKind.LOGIC if node.value in tk.PREDICATES else None
+        if node.value == tk.ENUM_MEMBER and not isinstance(
+            parent, (cst.Param, cst.ImportAlias, cst.ClassDef, cst.FunctionDef, cst.NameItem)
+        ) and not (isinstance(parent, cst.Arg) and parent.keyword is node):
+            return tk.TokenKind.LOGIC
+        return None
+    if isinstance(node, cst.AnnAssign):
+        line = parent
+        block = parents.get(line) if line is not None else None
+        if (
+            isinstance(node.target, cst.Name)
+            and node.target.value == tk.ALGORITHM_FIELD
+            and (
+                (isinstance(block, cst.IndentedBlock) and isinstance(parents.get(block), cst.ClassDef))
+                or (class_body and isinstance(line, cst.SimpleStatementLine))
+            )
+        ):
+            return tk.TokenKind.ANCHOR
+    return None
+
+
+def _members(node: cst.ClassDef) -> frozenset[str]:
+    names: set[str] = set()
+    for statement in node.body.body:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            names.add(statement.name.value)
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign):
+                    names.update(t.target.value for t in small.targets if isinstance(t.target, cst.Name))
+                elif isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    names.add(small.target.value)
+    return frozenset(names)
+
+
+class _Finder(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (ParentNodeProvider, PositionProvider)
+
+    def __init__(self, chunk: Chunk) -> None:
+        super().__init__()
+        self.chunk = chunk
+        self.stack: list[tuple[str, str, frozenset[str]]] = []  # (kind, name, members)
+        self.defs: list[cst.CSTNode | None] = []  # the node of each stack entry
+        self.found: list[tuple] = []  # (token, scope, function, class members, function node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.stack.append(("class", node.name.value, _members(node)))
+        self.defs.append(node)
+
+    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
+        self.stack.pop()
+        self.defs.pop()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._check(node)  # the predicate name belongs to the enclosing scope
+        self.stack.append(("function", node.name.value, frozenset()))
+        self.defs.append(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.stack.pop()
+        self.defs.pop()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if not isinstance(node, cst.FunctionDef):
+            self._check(node)
+        return super().on_visit(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        parents = self.metadata[ParentNodeProvider]
+        if isinstance(node, cst.FunctionDef):
+            kind = _token_kind(node.name, node, parents)
+            token_node: cst.CSTNode = node.name
+        elif isinstance(node, cst.Name) and isinstance(parents.get(node), cst.FunctionDef):
+            return  # counted with its FunctionDef above
+        else:
+            chunk_is_class_body = self.chunk.class_level and not self.stack
+            kind = _token_kind(node, parents.get(node), parents, chunk_is_class_body)
+            token_node = node
+        if kind is None:
+            return
+        scope = self.chunk.scope + tuple(name for _, name, _ in self.stack)
+        if isinstance(node, cst.FunctionDef):
+            scope += (node.name.value,)  # a definition's site is the definition itself
+        inner = next((i for i in range(len(self.stack) - 1, -1, -1) if self.stack[i][0] == "function"), None)
+        function = self.stack[inner][1] if inner is not None else self.chunk.function
+        classes = [members for k, _, members in self.stack if k == "class"]
+        members = classes[-1] if classes else self.chunk.class_members
+        self.found.append((Token(token_node, kind), scope, function, members, self.defs[inner] if inner is not None else None))
+
+
+def _wrapper(chunk: Chunk, source: SourceText) -> tuple[str, int] | None:
+    """Wrap an indented chunk in `if 1:` lines so libcst can parse it alone; None if it can't.
+
+    One wrapper level per enclosing block, each one indentation unit deeper, so libcst infers
+    the file's own unit for any block a rule creates.
+    """
+    first = source.lines[chunk.start - 1]
+    indent = first[: len(first) - len(first.lstrip(" \t"))]
+    if chunk.depth == 0:
+        return ("", 0) if not indent else None
+    unit = indent[: len(indent) // chunk.depth]
+    if not unit or unit * chunk.depth != indent:
+        return None
+    return "".join(unit * j + "if 1:" + source.newline for j in range(chunk.depth)), chunk.depth
+
+
+def analyse_file(path: str, data: bytes, policy: Policy, rules: tuple[Rule, ...] = RULES) -> FileResult:
+    result = FileResult(path)
+    try:
+        source = SourceText.decode(data)
+        outline = outline_source(data)
+    except (SyntaxError, UnicodeDecodeError, ValueError) as error:
+        result.skipped = f"not parseable by this Python: {type(error).__name__}: {error}"
+        return result
+    text = "".join(source.lines)
+    total = tk.count_mentions(text)
+    result.mentions = {
+        "logic": outline.logic_mentions,
+        "reference": outline.reference_mentions,
+        "text": max(total - outline.logic_mentions - outline.reference_mentions, 0),
+        "ddtree": tk.count_ddtree(text),
+    }
+    chunks = outline.chunks
+    if any(_wrapper(c, source) is None for c in chunks):
+        whole = Chunk(1, len(source.lines), 0, (), None, None, frozenset(), False, sum(c.tokens for c in chunks))
+        chunks = [whole]
+    for chunk in chunks:
+        _analyse_chunk(result, chunk, source, policy, rules)
+    result.sites.sort(key=lambda s: (s.line, s.col))
+    return result
+
+
+def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
+                   policy: Policy, rules: tuple[Rule, ...]) -> None:
+    prefix, depth = _wrapper(chunk, source)
+    body = "".join(source.lines[chunk.start - 1:chunk.end])
+    module = cst.parse_module(prefix + body)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    finder = _Finder(chunk)
+    wrapper.visit(finder)
+    parents = wrapper.resolve(ParentNodeProvider)
+    positions = wrapper.resolve(PositionProvider)
+    edits: dict[cst.CSTNode, tuple[Rule, Context]] = {}
+    outer = chunk.function_lines
+    for token, scope, function, members, function_node in finder.found:
+        if function_node is not None:
+            text = (lambda n=function_node: module.code_for_node(n))
+        elif outer is not None:
+            text = (lambda: "".join(source.lines[outer[0] - 1:outer[1]]))
+        else:
+            text = (lambda: "")
+        ctx = Context(result.path, module, parents, scope, function, members, text)
+        rule, anchor = next(((r, a) for r in rules if (a := r.claim(token, ctx)) is not None), (None, None))
+        qualname = ".".join(scope) or "<module>"
+        decision, reason = policy.decide(result.path, qualname, rule)
+        if rule is not None and anchor is not None and decision in (Decision.WIDEN, Decision.EDIT):
+            edits.setdefault(anchor, (rule, ctx))
+        position = positions[token.node].start
+        line = position.line - depth + chunk.start - 1
+        result.sites.append(Site(
+            path=result.path, line=line, col=position.column, qualname=qualname,
+            kind=token.kind.value, form=rule.form if rule else "unmatched",
+            rule=rule.id if rule else "", decision=decision, reason=reason,
+            snippet=source.lines[line - 1].strip()[:160],
+            applied=bool(rule and anchor is not None and rule.applied(anchor, ctx)),
+        ))
+    if len(finder.found) != chunk.tokens:
+        result.sites.append(Site(
+            path=result.path, line=chunk.start, col=0, qualname=".".join(chunk.scope) or "<module>",
+            kind=tk.TokenKind.LOGIC.value, form="unmatched", rule="", decision=Decision.UNHANDLED,
+            reason=f"engine disagreement: ast saw {chunk.tokens} tokens, libcst {len(finder.found)}",
+            snippet=source.lines[chunk.start - 1].strip()[:160], applied=False,
+        ))
+    if not edits:
+        return
+    new_code = module.visit(_Applier(edits)).code
+    if new_code != module.code:
+        new_body = new_code[len(prefix):]
+        if not new_code.startswith(prefix):
+            raise AssertionError(f"{result.path}:{chunk.start}: a rule rewrote the parse wrapper")
+        result.replacements.append((chunk.start, chunk.end, new_body))
+
+
+class _Applier(cst.CSTTransformer):
+    def __init__(self, edits: dict[cst.CSTNode, tuple[Rule, Context]]) -> None:
+        super().__init__()
+        self.edits = edits
+
+    def on_leave(self, original_node, updated_node):
+        edit = self.edits.get(original_node)
+        if edit is None:
+            return updated_node
+        rule, ctx = edit
+        return rule.rewrite(original_node, updated_node, ctx)

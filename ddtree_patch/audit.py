@@ -1,0 +1,92 @@
+"""The audit report: every site with its decision, plus whether the install is patched consistently."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ddtree_patch import __version__
+from ddtree_patch.dropins import dropin_files
+from ddtree_patch.model import Install
+from ddtree_patch.scan import Progress, ScanResult, scan
+from ddtree_patch.sites import Decision, Site
+
+SCHEMA = "ddtree-patch.audit/1"
+
+
+@dataclass
+class AuditReport:
+    install: Install
+    result: ScanResult
+    dropins: dict[str, str] = field(default_factory=dict)  # path -> present / absent / differs
+
+    @property
+    def sites(self) -> list[Site]:
+        return [site for file in self.result.files for site in file.sites]
+
+    @property
+    def counts(self) -> Counter:
+        return Counter(site.decision.value for site in self.sites)
+
+    @property
+    def state(self) -> str:
+        """pristine (nothing applied), patched (every edit applied), or partial (some)."""
+        edits = [s for s in self.sites if s.decision in (Decision.WIDEN, Decision.EDIT) and s.rule]
+        applied = [s for s in edits if s.applied]
+        dropins = set(self.dropins.values())
+        if not any(s.decision is Decision.EDIT and s.applied for s in edits) and dropins <= {"absent"}:
+            return "pristine"
+        pending = any(s.decision is Decision.EDIT and not s.applied for s in edits)
+        return "partial" if pending or dropins != {"present"} or not applied else "patched"
+
+    @property
+    def problems(self) -> list[str]:
+        found = []
+        if self.counts.get(Decision.UNHANDLED.value):
+            found.append(f"{self.counts[Decision.UNHANDLED.value]} UNHANDLED site(s)")
+        if self.result.skipped:  # a file we could not parse may hide a DFLASH condition
+            found.append(f"{len(self.result.skipped)} file(s) that mention dflash could not be parsed")
+        if self.state == "partial":
+            missing = [p for p, s in self.dropins.items() if s != "present"]
+            found.append("install is partly patched" + (f" (drop-ins {', '.join(missing)})" if missing else ""))
+        return found
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        mentions: Counter = Counter()
+        for file in self.result.files:
+            mentions.update(file.mentions)
+        return {
+            "schema": SCHEMA,
+            "tool_version": __version__,
+            "sglang": {"version": self.install.version, "package_dir": str(self.install.package_dir)},
+            "state": self.state,
+            "ok": self.ok,
+            "problems": self.problems,
+            "summary": {d.value: self.counts.get(d.value, 0) for d in Decision},
+            "mentions": dict(mentions),
+            "files": {
+                "scanned": self.result.scanned,
+                "candidates": len(self.result.files),
+                "cache_hits": self.result.cache_hits,
+                "skipped": [{"path": p, "reason": r} for p, r in self.result.skipped],
+            },
+            "dropins": [{"path": p, "status": s} for p, s in self.dropins.items()],
+            "warnings": list(self.install.warnings),
+            "sites": [site.to_json() for site in self.sites],
+        }
+
+
+def _dropin_status(install: Install) -> dict[str, str]:
+    status = {}
+    for added in dropin_files():
+        path = install.package_dir / added.path
+        status[added.path] = "absent" if not path.is_file() else "present" if path.read_bytes() == added.data else "differs"
+    return status
+
+
+def audit(install: Install, progress: Progress | None = None) -> AuditReport:
+    return AuditReport(install, scan(install, progress), _dropin_status(install))

@@ -1,0 +1,1 @@
+"""Data, kept apart from mechanism: the policy table and the supported releases."""

@@ -1,0 +1,147 @@
+"""Find the installed SGLang without importing it, and refuse installs we must not patch.
+
+Three ways in: the running interpreter (default), another interpreter (`--python`, asked in a
+subprocess), or a folder (`--target`: a site-packages or the `sglang` package itself).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import replace
+from pathlib import Path
+
+from ddtree_patch.data.releases import FIRST_WITH_DFLASH, NEWEST_KNOWN
+from ddtree_patch.errors import NotInstalled, Unsupported, UsageError
+from ddtree_patch.model import Install
+
+# Runs inside the target interpreter: where would `import sglang` come from, and which
+# distributions claim it. find_spec on a top-level name does not execute the package.
+_PROBE = r"""
+import importlib.metadata as md, importlib.util as iu, json, sys
+spec = iu.find_spec("sglang")
+origins = [str(p) for p in (spec.submodule_search_locations or [])] if spec else []
+dists = []
+for d in md.distributions(name="sglang"):
+    direct = d.read_text("direct_url.json") or "{}"
+    dists.append({"path": str(getattr(d, "_path", "")), "version": d.version, "direct_url": direct})
+print(json.dumps({"origins": origins, "dists": dists, "python": sys.executable}))
+"""
+
+
+def _parse_version(version: str) -> tuple[int, ...]:
+    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
+    return tuple(int(x) for x in match.groups()) if match else (0,)
+
+
+def _read_version(dist_info: Path) -> str:
+    for line in (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace").splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+        if not line.strip():
+            break
+    raise NotInstalled(f"{dist_info}/METADATA has no Version: the install is damaged; reinstall SGLang")
+
+
+def _dist_info_for(site_packages: Path) -> Path | None:
+    found = [
+        d for d in site_packages.glob("*.dist-info")
+        if d.name.lower().startswith("sglang-") and (d / "METADATA").is_file()
+    ]
+    if len(found) > 1:
+        names = ", ".join(sorted(d.name for d in found))
+        raise NotInstalled(f"two SGLang dist-infos in {site_packages} ({names}): reinstall SGLang cleanly")
+    return found[0] if found else None
+
+
+def _version_file(package_dir: Path) -> str | None:
+    version_py = package_dir / "version.py"
+    if version_py.is_file():
+        match = re.search(r"__version__\s*=\s*[\"']([^\"']+)", version_py.read_text(encoding="utf-8"))
+        return match.group(1) if match else None
+    return None
+
+
+def _check_release(install: Install, strict: bool) -> Install:
+    version = _parse_version(install.version)
+    if version < _parse_version(FIRST_WITH_DFLASH):
+        raise Unsupported(
+            f"SGLang {install.version} has no DFLASH (it first shipped in {FIRST_WITH_DFLASH}): "
+            f"upgrade SGLang to {FIRST_WITH_DFLASH} or newer"
+        )
+    if version > _parse_version(NEWEST_KNOWN):
+        message = f"SGLang {install.version} is newer than the newest release tested ({NEWEST_KNOWN})"
+        if strict:
+            raise Unsupported(message + ": refusing because of --strict")
+        return replace(install, warnings=install.warnings + (message + "; the audit decides",))
+    return install
+
+
+def from_folder(target: Path, strict: bool = False) -> Install:
+    target = target.expanduser().resolve()
+    if (target / "sglang" / "__init__.py").is_file():
+        site_packages = target
+    elif target.name == "sglang" and (target / "__init__.py").is_file():
+        site_packages = target.parent
+    elif not target.exists():
+        raise UsageError(f"--target {target} does not exist")
+    else:
+        raise NotInstalled(f"no sglang package in {target}: pass a site-packages folder or the sglang folder")
+    package_dir = site_packages / "sglang"
+    dist_info = _dist_info_for(site_packages)
+    warnings: tuple[str, ...] = ()
+    if dist_info is not None:
+        version = _read_version(dist_info)
+    else:
+        version = _version_file(package_dir) or "0"
+        warnings = (f"no sglang dist-info beside {package_dir}: RECORD will not be updated",)
+    return _check_release(Install(site_packages, package_dir, dist_info, version, warnings), strict)
+
+
+def from_interpreter(python: str, strict: bool = False) -> Install:
+    try:
+        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise UsageError(f"cannot run --python {python}: {error}") from error
+    if done.returncode != 0:
+        raise UsageError(f"--python {python} failed: {done.stderr.strip().splitlines()[-1:]}")
+    return _from_probe(json.loads(done.stdout), strict)
+
+
+def from_current(strict: bool = False) -> Install:
+    import sys
+
+    return from_interpreter(sys.executable, strict)
+
+
+def _from_probe(probe: dict, strict: bool) -> Install:
+    python = probe["python"]
+    if not probe["origins"] and not probe["dists"]:
+        raise NotInstalled(f"SGLang is not installed for {python}: pip install sglang, or pass --target DIR")
+    if len(probe["dists"]) > 1:
+        paths = ", ".join(d["path"] for d in probe["dists"])
+        raise NotInstalled(f"two copies of SGLang are on the path of {python} ({paths}): uninstall one")
+    for dist in probe["dists"]:
+        if json.loads(dist["direct_url"]).get("dir_info", {}).get("editable"):
+            raise NotInstalled(
+                f"SGLang is an editable install ({dist['path']}): patch your checkout with git, "
+                "or pass --target to a regular install"
+            )
+    if len(probe["origins"]) != 1:
+        raise NotInstalled(f"sglang resolves to {len(probe['origins'])} folders for {python}: {probe['origins']}")
+    package_dir = Path(probe["origins"][0])
+    if probe["dists"] and Path(probe["dists"][0]["path"]).parent != package_dir.parent:
+        raise NotInstalled(
+            f"SGLang's files ({package_dir}) are not beside its metadata ({probe['dists'][0]['path']}): "
+            "an editable or path-hacked install; pass --target"
+        )
+    return from_folder(package_dir.parent, strict)
+
+
+def locate(python: str | None = None, target: Path | None = None, strict: bool = False) -> Install:
+    if python and target:
+        raise UsageError("pass either --python or --target, not both")
+    if target is not None:
+        return from_folder(target, strict)
+    return from_interpreter(python, strict) if python else from_current(strict)

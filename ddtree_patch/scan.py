@@ -1,0 +1,186 @@
+"""Scan an install: byte prefilter, then `analyse_file` on candidates, in parallel, cached by hash.
+
+The cache (one JSON per file result, keyed by the engine's own fingerprint, the file's path and
+its sha256) makes a second audit of an unchanged install nearly free; a stat index (size, mtime)
+spares re-reading the thousands of files that never mention dflash, as git's index does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from multiprocessing import get_context
+from pathlib import Path
+
+from ddtree_patch.analyse import FileResult, analyse_file
+from ddtree_patch.model import Install
+from ddtree_patch.policy import default_policy
+
+PARALLEL_MIN_FILES = 12  # below this a pool costs more than it saves
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ScanResult:
+    files: list[FileResult] = field(default_factory=list)  # candidates, sorted by path
+    scanned: int = 0  # .py files looked at
+    cache_hits: int = 0
+
+    @property
+    def skipped(self) -> list[tuple[str, str]]:
+        return [(f.path, f.skipped) for f in self.files if f.skipped]
+
+
+@lru_cache(maxsize=1)
+def engine_fingerprint() -> str:
+    """Changes whenever the engine, its rules or its policy change (so cached results expire)."""
+    digest = hashlib.sha256(sys.version.encode())
+    root = Path(__file__).resolve().parent
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def cache_root() -> Path | None:
+    configured = os.environ.get("DDTREE_PATCH_CACHE")
+    if configured == "off":
+        return None
+    base = Path(configured) if configured else Path.home() / ".cache" / "ddtree-patch" / "scan"
+    return base / engine_fingerprint()
+
+
+def _walk(package_dir: Path):
+    stack = [package_dir]
+    while stack:
+        with os.scandir(stack.pop()) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        stack.append(Path(entry.path))
+                elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                    yield entry
+
+
+class _Cache:
+    def __init__(self, root: Path | None, package_dir: Path) -> None:
+        self.root = root
+        key = hashlib.sha256(str(package_dir).encode()).hexdigest()[:20]
+        self.index_path = root / "stat" / f"{key}.json" if root else None
+        self.index: dict[str, list] = {}
+        if self.index_path and self.index_path.is_file():
+            try:
+                self.index = json.loads(self.index_path.read_text())
+            except ValueError:
+                self.index = {}
+
+    def result_path(self, rel: str, sha: str) -> Path | None:
+        if not self.root:
+            return None
+        key = hashlib.sha256(f"{rel}\0{sha}".encode()).hexdigest()
+        return self.root / "files" / key[:2] / f"{key}.json"
+
+    def load(self, rel: str, sha: str) -> FileResult | None:
+        path = self.result_path(rel, sha)
+        if path is None or not path.is_file():
+            return None
+        try:
+            return FileResult.from_json(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def store(self, rel: str, sha: str, result: FileResult) -> None:
+        path = self.result_path(rel, sha)
+        if path is None:
+            return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(result.to_json()))
+            os.replace(tmp, path)
+        except OSError:
+            self.root = None  # an unwritable cache is no cache, not an error
+
+    def save_index(self) -> None:
+        if not self.index_path:
+            return
+        try:
+            self.index_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.index_path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(self.index))
+            os.replace(tmp, self.index_path)
+        except OSError:
+            pass
+
+
+def _candidates(install: Install, cache: _Cache) -> tuple[list[tuple[str, str, bytes | None]], int]:
+    """(relpath, sha256, bytes-or-None-when-unread) of files mentioning dflash; and the count looked at."""
+    found: list[tuple[str, str, bytes | None]] = []
+    index: dict[str, list] = {}
+    scanned = 0
+    prefix = len(str(install.package_dir)) + 1
+    for entry in _walk(install.package_dir):
+        scanned += 1
+        rel = entry.path[prefix:].replace(os.sep, "/")
+        stat = entry.stat(follow_symlinks=False)
+        known = cache.index.get(rel)
+        if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:
+            index[rel] = known
+            if known[2]:
+                found.append((rel, known[2], None))
+            continue
+        data = Path(entry.path).read_bytes()
+        sha = hashlib.sha256(data).hexdigest() if b"dflash" in data.lower() else ""
+        index[rel] = [stat.st_size, stat.st_mtime_ns, sha]
+        if sha:
+            found.append((rel, sha, data))
+    cache.index = index
+    return sorted(found), scanned
+
+
+def _analyse_job(job: tuple[str, bytes]) -> FileResult:
+    return analyse_file(job[0], job[1], default_policy())
+
+
+def scan(install: Install, progress: Progress | None = None, workers: int | None = None) -> ScanResult:
+    cache = _Cache(cache_root(), install.package_dir)
+    candidates, scanned = _candidates(install, cache)
+    result = ScanResult(scanned=scanned)
+    results: dict[str, FileResult] = {}
+    jobs: list[tuple[str, str, bytes]] = []
+    for rel, sha, data in candidates:
+        cached = cache.load(rel, sha)
+        if cached is not None:
+            results[rel] = cached
+            result.cache_hits += 1
+            if progress:
+                progress(rel)
+            continue
+        if data is None:
+            data = (install.package_dir / rel).read_bytes()
+        jobs.append((rel, sha, data))
+    workers = workers or min(os.cpu_count() or 1, 8)
+    if len(jobs) >= PARALLEL_MIN_FILES and workers > 1:
+        # Largest first, so no worker is left with one big file at the end.
+        jobs.sort(key=lambda job: -len(job[2]))
+        with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+            outputs = pool.map(_analyse_job, [(rel, data) for rel, _, data in jobs], chunksize=1)
+            for (rel, sha, _), output in zip(jobs, outputs):
+                results[rel] = output
+                cache.store(rel, sha, output)
+                if progress:
+                    progress(rel)
+    else:
+        for rel, sha, data in jobs:
+            results[rel] = output = analyse_file(rel, data, default_policy())
+            cache.store(rel, sha, output)
+            if progress:
+                progress(rel)
+    cache.save_index()
+    result.files = [results[rel] for rel, _, _ in candidates]
+    return result

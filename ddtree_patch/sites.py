@@ -1,0 +1,37 @@
+"""The ledger's vocabulary: decisions and the site records the audit reports."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+
+class Decision(str, Enum):
+    WIDEN = "WIDEN"  # DDTree shares this DFlash behaviour: the condition also accepts DDTREE
+    KEEP = "KEEP"  # DFlash-only on purpose (the reason says why)
+    EDIT = "EDIT"  # a structural change: new enum member, predicate, flag, dispatch, hook
+    UNHANDLED = "UNHANDLED"  # no rule or no policy entry: the audit fails
+
+
+@dataclass(frozen=True)
+class Site:
+    path: str  # relative to the sglang package, posix
+    line: int
+    col: int
+    qualname: str  # enclosing class/function names joined by "."; "<module>" at top level
+    kind: str  # tokens.TokenKind value
+    form: str  # rule form, or "unmatched"
+    rule: str  # rule id, or "" when no rule claimed the token
+    decision: Decision
+    reason: str
+    snippet: str  # the source line, stripped
+    applied: bool  # the rewrite is already present (an applied install audits clean)
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["decision"] = self.decision.value
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Site":
+        return cls(**{**data, "decision": Decision(data["decision"])})

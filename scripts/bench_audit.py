@@ -1,0 +1,65 @@
+"""Audit speed, measured side by side in one run: naive libcst parse vs cold audit vs warm audit.
+
+    python scripts/bench_audit.py --version 0.5.23 [--repeat 3]
+
+naive = one process parsing every candidate file (the files that mention dflash) with
+libcst.parse_module; cold = the full audit (prefilter, outline, chunk parse, rules, policy) with an
+empty cache; warm = the same audit again, nothing changed (results cached by file hash).
+Each figure is the median of --repeat runs; ratios are against the naive parse of the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import libcst
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from ddtree_patch.audit import audit  # noqa: E402
+from ddtree_patch.locate import from_folder  # noqa: E402
+from tests.sglang_releases import install_release  # noqa: E402
+
+
+def _naive(files: list[Path]) -> None:
+    for path in files:
+        libcst.parse_module(path.read_bytes())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", default="0.5.23")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        install = from_folder(install_release(args.version, Path(tmp) / "site"))
+        files = [p for p in install.package_dir.rglob("*.py") if b"dflash" in p.read_bytes().lower()]
+        naive, cold, warm = [], [], []
+        for run in range(args.repeat):
+            os.environ["DDTREE_PATCH_CACHE"] = str(Path(tmp) / f"cache-{run}")
+            start = time.perf_counter()
+            _naive(files)
+            naive.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            report = audit(install)
+            cold.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            again = audit(install)
+            warm.append(time.perf_counter() - start)
+            assert again.result.cache_hits == len(again.result.files) and report.ok
+    n, c, w = (statistics.median(x) for x in (naive, cold, warm))
+    print(f"SGLang {args.version}: {len(files)} candidate files of {report.result.scanned}, "
+          f"{len(report.sites)} sites, {os.cpu_count()} CPUs, median of {args.repeat}")
+    print(f"| naive libcst parse | {n:.2f} s | 1.00x |")
+    print(f"| cold audit         | {c:.2f} s | {c / n:.2f}x |")
+    print(f"| warm audit         | {w:.3f} s | {w / n:.3f}x |")
+
+
+if __name__ == "__main__":
+    main()

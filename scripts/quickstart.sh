@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Quickstart on a fresh machine: a local venv with this package and a real SGLang release
+# (no dependencies needed to patch it), then the audit and the dry-run diff of `apply`.
+#   bash scripts/quickstart.sh [sglang-version]        (default 0.5.15)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version="${1:-0.5.15}"
+venv=.venv-quickstart
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --disable-pip-version-check -e .
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "sglang==$version"
+echo "== ddtree-patch audit (SGLang $version in $venv)"
+status=0
+"$venv/bin/ddtree-patch" audit || status=$?   # 1 = an UNHANDLED site, listed above
+echo "== ddtree-patch apply --dry-run"
+"$venv/bin/ddtree-patch" apply --dry-run
+exit "$status"

@@ -1,0 +1,104 @@
+"""Finding SGLang without importing it, and the clear errors when we must not patch it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddtree_patch.errors import NotInstalled, Unsupported, UsageError
+from ddtree_patch.locate import _from_probe, from_folder, from_interpreter, locate
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mini_site"
+
+
+def _site(tmp_path: Path, version: str = "0.5.15") -> Path:
+    site = tmp_path / "site"
+    shutil.copytree(FIXTURE, site)
+    info = site / "sglang-0.5.15.dist-info"
+    if version != "0.5.15":
+        info = info.rename(site / f"sglang-{version}.dist-info")
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n\n")
+    return site
+
+
+def test_site_packages_and_package_folder_both_work(tmp_path):
+    site = _site(tmp_path)
+    for target in (site, site / "sglang"):
+        install = from_folder(target)
+        assert install.version == "0.5.15"
+        assert install.package_dir == site.resolve() / "sglang"
+        assert install.record == site.resolve() / "sglang-0.5.15.dist-info" / "RECORD"
+
+
+def test_missing_package(tmp_path):
+    with pytest.raises(NotInstalled, match="no sglang package"):
+        from_folder(tmp_path)
+    with pytest.raises(UsageError, match="does not exist"):
+        from_folder(tmp_path / "nope")
+
+
+def test_release_without_dflash_is_refused(tmp_path):
+    with pytest.raises(Unsupported, match="no DFLASH") as caught:
+        from_folder(_site(tmp_path, "0.5.10.post1"))
+    assert caught.value.exit_code == 4
+
+
+def test_newer_release_warns_and_strict_refuses(tmp_path):
+    site = _site(tmp_path, "0.6.2")
+    assert any("newer than" in w for w in from_folder(site).warnings)
+    with pytest.raises(Unsupported, match="--strict"):
+        from_folder(site, strict=True)
+
+
+def test_two_dist_infos_in_one_site(tmp_path):
+    site = _site(tmp_path)
+    shutil.copytree(site / "sglang-0.5.15.dist-info", site / "sglang-0.5.14.dist-info")
+    with pytest.raises(NotInstalled, match="two SGLang dist-infos"):
+        from_folder(site)
+
+
+def _probe(origins, dists):
+    return {"python": "py", "origins": origins, "dists": dists}
+
+
+def test_probe_errors():
+    with pytest.raises(NotInstalled, match="not installed"):
+        _from_probe(_probe([], []), False)
+    two = [{"path": "/a/sglang-1.dist-info", "direct_url": "{}"}, {"path": "/b/sglang-1.dist-info", "direct_url": "{}"}]
+    with pytest.raises(NotInstalled, match="two copies"):
+        _from_probe(_probe(["/a/sglang"], two), False)
+    editable = [{"path": "/a/sglang-1.dist-info", "direct_url": json.dumps({"dir_info": {"editable": True}})}]
+    with pytest.raises(NotInstalled, match="editable"):
+        _from_probe(_probe(["/src/sglang/python/sglang"], editable), False)
+    elsewhere = [{"path": "/a/sglang-1.dist-info", "direct_url": "{}"}]
+    with pytest.raises(NotInstalled, match="not beside its metadata"):
+        _from_probe(_probe(["/src/python/sglang"], elsewhere), False)
+
+
+def test_another_interpreter_is_asked_in_a_subprocess(tmp_path, monkeypatch):
+    site = _site(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    install = from_interpreter(sys.executable)
+    assert install.package_dir == site.resolve() / "sglang"
+    assert "sglang" not in sys.modules, "locating must never import SGLang"
+
+
+def test_python_and_target_together_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError):
+        locate(python=sys.executable, target=tmp_path)
+
+
+def test_cli_reports_one_line_and_exit_code(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "ddtree_patch", "audit", "--target", str(tmp_path)],
+        capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 3
+    assert done.stderr.strip().startswith("error: no sglang package")
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -694,6 +694,8 @@ def apply_plan(
                 drift=drift_report(install, states),
             )
         _check_plan_base(plan)
+        if manifest is not None and state == "patched":
+            _check_plan_covers_patch(plan, manifest, tool_version)
         previous = None
         if manifest is not None and state == "patched":
             if (
@@ -755,6 +757,27 @@ def apply_plan(
             recovered,
             previous,
             manifest is not None and state == "stale",
+        )
+
+
+def _check_plan_covers_patch(plan: Plan, manifest: Manifest, tool_version: str) -> None:
+    """Refuse a plan that would silently drop edits of the applied patch.
+
+    An engine that scans the patched files (instead of `pristine_view`) finds nothing left to
+    edit, and applying its plan would revert the edits. Same tool version: the plan must edit
+    the same files from the same originals. Other version: it must share at least one edit.
+    """
+    applied = {e.path: e.sha256_before for e in manifest.changes.edited}
+    planned = {site_path(plan.install, e.path): _sha(e.before) for e in plan.edits}
+    if not applied:
+        return
+    if (tool_version == manifest.tool_version and planned != applied) or not (
+        planned.keys() & applied.keys()
+    ):
+        missing = sorted(applied.keys() - planned.keys()) or sorted(applied)
+        raise PlanMismatch(
+            f"the plan leaves out edits of the applied patch ({', '.join(missing)}): it was built "
+            "from the patched files, not the pristine ones; nothing was written"
         )
 
 

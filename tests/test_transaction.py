@@ -25,7 +25,7 @@ from ddtree_patch.state import StatePaths
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
 from tests.tiny_install import make_tiny_install
-from tests.txn_helpers import handmade_plan, snapshot
+from tests.txn_helpers import TINY_EDITS, handmade_plan, snapshot
 
 WRITE_BYTECODE = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -326,3 +326,18 @@ def test_pip_uninstall_removes_every_file_the_patch_added(tmp_path):
     assert done.returncode == 0, done.stderr
     left = sorted(p.relative_to(site).as_posix() for p in Path(site).rglob("*"))
     assert not [p for p in left if p.startswith("sglang")], left
+
+
+def test_a_plan_that_drops_the_applied_edits_is_refused(install):
+    """What an engine scanning the patched files produces: nothing left to edit, only drop-ins."""
+    apply_plan(handmade_plan(install), "1.0")
+    tree = snapshot(install.site_packages)
+    only_dropins = Plan(install, [], handmade_plan(install).added)
+    for tool_version in ("1.0", "2.0"):
+        with pytest.raises(PlanMismatch, match="built from the patched files"):
+            apply_plan(only_dropins, tool_version)
+    fewer = handmade_plan(install, edits=TINY_EDITS[:2])
+    with pytest.raises(PlanMismatch, match="dflash_worker.py"):
+        apply_plan(fewer, "1.0")
+    assert snapshot(install.site_packages) == tree
+    assert apply_plan(fewer, "2.0").action == "reapplied"  # a new version may edit fewer files

@@ -15,6 +15,7 @@ import pytest
 
 from ddtree_patch import fsio
 from ddtree_patch.locate import from_folder
+from ddtree_patch.plan import build_plan
 from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
@@ -53,15 +54,17 @@ def scratch(tmp_path):
         yield root
 
 
+@pytest.mark.parametrize("planner", ["engine", "handmade"])
 @pytest.mark.parametrize("version", RELEASES)
-def test_apply_revert_round_trip_is_byte_identical(release_site, scratch, version):
+def test_apply_revert_round_trip_is_byte_identical(release_site, scratch, version, planner):
     install = copy_install(from_folder(release_site(version)), scratch / "site")
     pristine = snapshot(install.site_packages)
     ours, pips = _record_problems(install), _distlib_problems(install)
     # pip --target records its console scripts as ../../bin/*: broken before we touch anything.
     assert all(path.startswith("../") for path, _ in ours), ours
 
-    plan = handmade_plan(install, RELEASE_EDITS)
+    plan = build_plan(install) if planner == "engine" else handmade_plan(install, RELEASE_EDITS)
+    assert plan.edits and plan.added
     assert apply_plan(plan, "1.0").action == "applied"
     assert status(install, plan, tool_version="1.0").plan_current
     assert _record_problems(install) == ours and _distlib_problems(install) == pips

@@ -60,7 +60,8 @@ def write_atomic(
     """
     tmp = temp_path(path)
     checkpoint("write", tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(tmp, flags, 0o644)
     try:
         try:
             _write_all(fd, data)

@@ -12,7 +12,7 @@ from ddtree_patch import fsio
 from ddtree_patch.errors import WriteFailed
 from ddtree_patch.state import StatePaths
 from ddtree_patch.status import status
-from ddtree_patch.transaction import apply_plan
+from ddtree_patch.transaction import Recovery, apply_plan, recover
 from tests.tiny_install import make_tiny_install
 from tests.txn_helpers import FaultAt, handmade_plan
 
@@ -76,3 +76,5 @@ def test_crash_is_interrupted_and_a_running_transaction_is_busy(install):
     with FileLock(StatePaths(install).lock):
         st = status(install)
         assert st.busy and "wait" in st.advice
+    assert recover(install) == Recovery("apply", "rolled back")
+    assert status(install).state == "pristine" and recover(install) is None

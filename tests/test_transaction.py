@@ -341,3 +341,14 @@ def test_a_plan_that_drops_the_applied_edits_is_refused(install):
         apply_plan(fewer, "1.0")
     assert snapshot(install.site_packages) == tree
     assert apply_plan(fewer, "2.0").action == "reapplied"  # a new version may edit fewer files
+
+
+def test_a_bare_package_without_dist_info_round_trips(install):
+    bare = dataclasses.replace(install, dist_info=None)
+    pristine = snapshot(install.site_packages)
+    record = install.record.read_bytes()
+    result = apply_plan(handmade_plan(bare), "1.0")
+    assert result.action == "applied" and status(bare).state == "patched"
+    assert install.record.read_bytes() == record  # without a dist-info, RECORD is not ours
+    revert(bare)
+    assert snapshot(install.site_packages) == pristine

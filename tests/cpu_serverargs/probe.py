@@ -5,6 +5,8 @@ release under test on PYTHONPATH. Each case is a list of extra CLI arguments, pa
 own `prepare_server_args` and resolved the way a launch resolves them (`resolve_once()` where the
 release has it, `__post_init__` before), with `--device cuda` so DFlash's platform gate passes on
 a CPU machine. A case reports the resolved speculative settings, or the error SGLang raised.
+SGLang is imported once; each case then runs in a forked child, so no case sees global state
+(environment, registries, caches) that an earlier case's resolution left behind.
 
     python probe.py --target fixtures/models/tiny-qwen3 --draft fixtures/models/tiny-dflash-draft \
         --cases '{"dflash": ["--speculative-algorithm", "DFLASH"]}'
@@ -15,11 +17,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import io
 import json
+import os
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import torchvision_stand_in
 
@@ -76,6 +80,30 @@ def _resolved_values(server_args: Any) -> dict[str, Any]:
     return {field.name: getattr(server_args, field.name) for field in dataclasses.fields(server_args)}
 
 
+def _in_child(case: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Run `case` in a forked child and return its JSON result."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            result = case()
+        except BaseException as exc:  # noqa: BLE001 - the child must always report
+            result = {"error": _error(exc)}
+        with os.fdopen(write_end, "w") as out:
+            json.dump(result, out)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end) as inp:
+        data = inp.read()
+    _, status = os.waitpid(pid, 0)
+    if not data:
+        return {"error": {"type": "ChildDied", "message": f"wait status {status}", "traceback": ""}}
+    return json.loads(data)
+
+
 def _from_string(name: str) -> dict[str, Any]:
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
@@ -111,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _report(target: str, draft: str, cases: dict[str, list[str]]) -> dict[str, Any]:
     import sglang
+    import sglang.srt.server_args  # noqa: F401 - imported once, before the children fork
 
     base_argv = [
         "--model-path", target,
@@ -122,7 +151,7 @@ def _report(target: str, draft: str, cases: dict[str, list[str]]) -> dict[str, A
         "sglang_file": sglang.__file__,
         "from_string": {name: _from_string(name) for name in ALGORITHM_NAMES},
         "cases": {
-            name: _resolve(base_argv, list(extra))
+            name: _in_child(functools.partial(_resolve, base_argv, list(extra)))
             for name, extra in cases.items()
         },
     }

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.cpu_serverargs.release_install import install_release, release_metadata  # noqa: E402
+from tests.sglang_releases import install_release, release_metadata  # noqa: E402
 from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import pytest
 
-from tests.cpu_serverargs.release_install import install_release, release_metadata
+from tests.sglang_releases import install_release, release_metadata
 from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv, release_pins
 
 REPO = Path(__file__).resolve().parent.parent

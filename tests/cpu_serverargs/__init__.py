@@ -3,7 +3,7 @@
 - `venv_builder.ensure_venv(version, metadata)`: the venv (dependencies only, pinned in
   `requirements-<version>.txt`, torch from the local CPU file), cached in
   $DDTREE_PATCH_VENV_CACHE/<version>.
-- `release_install.install_release(version, target)`: the SGLang release alone, for PYTHONPATH.
+- `tests/sglang_releases.install_release(version, target)`: the SGLang release alone, for PYTHONPATH.
 - `probe.py`: run with the venv's python; prints JSON of resolved speculative settings.
 - `torchvision_stand_in`: what lets SGLang import beside a CPU torch.
 

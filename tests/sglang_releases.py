@@ -49,3 +49,8 @@ def install_release(version: str, target: Path) -> Path:
         check=True,
     )
     return target
+
+
+def release_metadata(target: Path, version: str) -> str:
+    """The METADATA text of the release `install_release` put into `target` (its pins)."""
+    return (target / f"sglang-{version}.dist-info" / "METADATA").read_text(encoding="utf-8")

@@ -1,0 +1,39 @@
+"""Build (once, cached) the CPU venvs in which SGLang's own server-arg resolution is tested.
+
+    python scripts/make_cpu_venv.py            # every release with a recipe (0.5.15, 0.5.23)
+    python scripts/make_cpu_venv.py 0.5.23     # just one
+
+Each venv lands in $DDTREE_PATCH_VENV_CACHE/<version> (default ~/.cache/ddtree-patch/venvs);
+a venv that is already up to date is left alone. `tests/test_serverargs_behaviour.py` builds
+them on demand too; this script is for warming a cache ahead of time and for timing a build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.sglang_releases import install_release, release_metadata  # noqa: E402
+from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("versions", nargs="*", default=list(RELEASES), help="SGLang releases")
+    args = parser.parse_args()
+    for version in args.versions:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix=f"sglang-{version}-") as scratch:
+            metadata = release_metadata(install_release(version, Path(scratch)), version)
+        python = ensure_venv(version, metadata)
+        print(f"sglang {version}: {python} ({time.monotonic() - started:.1f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""SGLang's own server-arg code, before and after `ddtree-patch apply`, on real releases (CPU).
+
+The claim under test: a patched SGLang routes `--speculative-algorithm DDTREE` through all of
+DFlash's configuration (same steps, topk, overlap, draft tokens from the draft block size) and
+adds the DDTree budget; an unpatched one rejects the name. Each release is installed alone with
+`pip install --no-deps --target`, put on PYTHONPATH of a cached CPU venv holding only its
+dependencies (tests/cpu_serverargs/venv_builder.py), and asked through `probe.py` in a
+subprocess: SGLang is never imported into this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+from tests.sglang_releases import install_release, release_metadata
+from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv, release_pins
+
+REPO = Path(__file__).resolve().parent.parent
+HELPERS = REPO / "tests" / "cpu_serverargs"
+TARGET_MODEL = REPO / "fixtures" / "models" / "tiny-qwen3"
+DRAFT_MODEL = REPO / "fixtures" / "models" / "tiny-dflash-draft"
+DRAFT_BLOCK_SIZE = json.loads((DRAFT_MODEL / "config.json").read_text())["block_size"]
+# 16 is what DFlash falls back to when it cannot read the draft config: the fixture must differ.
+assert DRAFT_BLOCK_SIZE != 16
+
+DFLASH = ["--speculative-algorithm", "DFLASH"]
+DDTREE = ["--speculative-algorithm", "DDTREE"]
+UNPATCHED_CASES = {"dflash": DFLASH, "ddtree": DDTREE}
+PATCHED_CASES = {
+    **UNPATCHED_CASES,
+    "ddtree_budget_5": DDTREE + ["--speculative-ddtree-budget", "5"],
+    "ddtree_budget_negative": DDTREE + ["--speculative-ddtree-budget", "-1"],
+}
+# The DFlash settings the issue names; all others are compared too, these are also spot-checked.
+DFLASH_DERIVED = {
+    "speculative_num_steps": 1,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": DRAFT_BLOCK_SIZE,
+}
+
+
+class Release(NamedTuple):
+    version: str
+    python: Path  # the CPU venv's interpreter
+    site: Path  # where `pip install --no-deps --target` put sglang
+
+
+def _probe(release: Release, cases: dict[str, list[str]]) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(release.site),
+        "PYTHONNOUSERSITE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+    }
+    done = subprocess.run(
+        [
+            str(release.python), str(HELPERS / "probe.py"),
+            "--target", str(TARGET_MODEL), "--draft", str(DRAFT_MODEL),
+            "--cases", json.dumps(cases),
+        ],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, f"probe failed on sglang {release.version}:\n{done.stderr[-4000:]}"
+    report = json.loads(done.stdout)
+    assert report["sglang_version"] == release.version
+    assert Path(report["sglang_file"]).is_relative_to(release.site), "probe imported another sglang"
+    return report
+
+
+def _resolved(report: dict[str, Any], case: str) -> dict[str, Any]:
+    outcome = report["cases"][case]
+    if "resolved" not in outcome:
+        error = outcome["error"]
+        pytest.fail(f"{case} was rejected: {error['type']}: {error['message']}\n{error['traceback']}")
+    return outcome["resolved"]
+
+
+def _rejection(report: dict[str, Any], case: str) -> str:
+    outcome = report["cases"][case]
+    assert "error" in outcome, f"{case} resolved but should be rejected: {outcome['resolved']}"
+    return f"{outcome['error']['message']} {outcome['error'].get('stderr', '')}"
+
+
+def _without_ddtree_fields(resolved: dict[str, Any]) -> dict[str, Any]:
+    return {
+        name: value
+        for name, value in resolved.items()
+        if name != "speculative_algorithm" and not name.startswith("speculative_ddtree_")
+    }
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def release(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Release:
+    version = request.param
+    site = install_release(version, tmp_path_factory.mktemp(f"sglang-{version}") / "site")
+    return Release(version, ensure_venv(version, release_metadata(site, version)), site)
+
+
+@pytest.fixture(scope="module")
+def unpatched(release: Release) -> dict[str, Any]:
+    return _probe(release, UNPATCHED_CASES)
+
+
+@pytest.fixture(scope="module")
+def patched(release: Release, unpatched: dict[str, Any]) -> dict[str, Any]:
+    """Apply the patch (after `unpatched` has looked at the pristine install) and probe again."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ddtree_patch", "apply", "--target", str(release.site)],
+        capture_output=True, text=True, cwd=REPO, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, f"apply failed on sglang {release.version}:\n{done.stdout}\n{done.stderr}"
+    return _probe(release, PATCHED_CASES)
+
+
+@pytest.mark.slow
+def test_unpatched_resolves_dflash_from_the_draft_config(unpatched: dict[str, Any]) -> None:
+    resolved = _resolved(unpatched, "dflash")
+    assert resolved["speculative_algorithm"] == "DFLASH"
+    assert {name: resolved[name] for name in DFLASH_DERIVED} == DFLASH_DERIVED
+
+
+@pytest.mark.slow
+def test_unpatched_rejects_ddtree(unpatched: dict[str, Any]) -> None:
+    assert not unpatched["from_string"]["DDTREE"]["ok"]
+    assert "DDTREE" in unpatched["from_string"]["DDTREE"]["error"]["message"]
+    assert "DDTREE" in _rejection(unpatched, "ddtree")
+
+
+@pytest.mark.slow
+def test_patched_from_string_knows_ddtree_as_dflash_family(patched: dict[str, Any]) -> None:
+    ddtree = patched["from_string"]["DDTREE"]
+    assert ddtree["ok"], ddtree.get("error")
+    assert ddtree["name"] == "DDTREE"
+    assert ddtree["is_ddtree"] and ddtree["is_dflash"]
+    assert ddtree.get("is_dflash_family", True)
+    dflash = patched["from_string"]["DFLASH"]
+    assert dflash["is_dflash"] and not dflash["is_ddtree"]
+
+
+@pytest.mark.slow
+def test_patched_ddtree_resolves_like_dflash(patched: dict[str, Any]) -> None:
+    dflash = _resolved(patched, "dflash")
+    ddtree = _resolved(patched, "ddtree")
+    assert ddtree["speculative_algorithm"] == "DDTREE"
+    assert {name: ddtree[name] for name in DFLASH_DERIVED} == DFLASH_DERIVED
+    assert ddtree["disable_overlap_schedule"] == dflash["disable_overlap_schedule"]
+    differing = {
+        name: (dflash.get(name), ddtree.get(name))
+        for name in _without_ddtree_fields(dflash).keys() | _without_ddtree_fields(ddtree).keys()
+        if dflash.get(name) != ddtree.get(name)
+    }
+    assert differing == {}, "DDTREE resolved differently from DFLASH: (dflash, ddtree) per field"
+
+
+@pytest.mark.slow
+def test_patched_ddtree_budget_defaults_to_block_size_minus_one(patched: dict[str, Any]) -> None:
+    ddtree = _resolved(patched, "ddtree")
+    assert ddtree["speculative_ddtree_budget"] == DRAFT_BLOCK_SIZE - 1
+    assert ddtree["speculative_ddtree_topk"] == ddtree["speculative_ddtree_budget"]
+    assert ddtree["speculative_ddtree_allow_hybrid_unsafe"] is False
+
+
+@pytest.mark.slow
+def test_patched_ddtree_budget_from_the_command_line(patched: dict[str, Any]) -> None:
+    ddtree = _resolved(patched, "ddtree_budget_5")
+    assert ddtree["speculative_ddtree_budget"] == 5
+    assert ddtree["speculative_num_draft_tokens"] == DRAFT_BLOCK_SIZE
+    assert "budget" in _rejection(patched, "ddtree_budget_negative").lower()
+
+
+@pytest.mark.slow
+def test_patch_leaves_dflash_resolution_alone(
+    unpatched: dict[str, Any], patched: dict[str, Any]
+) -> None:
+    before = _resolved(unpatched, "dflash")
+    after = _resolved(patched, "dflash")
+    assert _without_ddtree_fields(after) == _without_ddtree_fields(before)
+    assert after["speculative_algorithm"] == "DFLASH"
+
+
+def test_release_pins_reads_exact_runtime_pins_only() -> None:
+    metadata = "\n".join(
+        [
+            "Name: sglang",
+            "Requires-Dist: transformers==5.19.0",
+            "Requires-Dist: flashinfer_python[cu13]==0.7.2",
+            "Requires-Dist: av==16.1.0; sys_platform == 'linux'",
+            "Requires-Dist: torch_memory_saver>=0.0.9.post1",
+            "Requires-Dist: pytest==8.0.0; extra == 'test'",
+        ]
+    )
+    assert release_pins(metadata) == {
+        "transformers": "5.19.0",
+        "flashinfer-python": "0.7.2",
+        "av": "16.1.0",
+    }
+
+
+def test_torchvision_stand_in_satisfies_module_level_imports() -> None:
+    code = "\n".join(
+        [
+            "import importlib.util, torchvision_stand_in",
+            "torchvision_stand_in.install()",
+            "import torchvision",
+            "import torchvision.transforms.v2.functional as tvF",
+            "from torchvision.transforms import InterpolationMode, Compose",
+            "class Resize(Compose): pass",
+            "Resize([1])(object())",
+            "tvF.resize(None, [2, 2], interpolation=InterpolationMode.BICUBIC)",
+            "assert importlib.util.find_spec('torchvision.io') is not None",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=HELPERS, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr

@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ddtree_patch import __version__
@@ -17,7 +18,10 @@ from ddtree_patch.audit import audit as run_audit
 from ddtree_patch.errors import DDTreePatchError
 from ddtree_patch.locate import locate
 from ddtree_patch.plan import build_plan
-from ddtree_patch.render import audit_tables, plan_added, plan_diff
+from ddtree_patch.status import status as install_status
+from ddtree_patch.transaction import apply_plan
+from ddtree_patch.transaction import revert as revert_install
+from ddtree_patch.render import audit_tables, plan_added, plan_diff, result_json, result_lines, with_target
 
 app = typer.Typer(
     help="Add DDTree speculative decoding to an installed SGLang, reversibly.\n\n"
@@ -29,7 +33,7 @@ app = typer.Typer(
     add_completion=False,
 )
 out = Console(soft_wrap=True)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 PythonOpt = typer.Option(None, "--python", help="Patch the SGLang of this interpreter (asked in a subprocess).")
 TargetOpt = typer.Option(None, "--target", help="A site-packages folder, or the sglang package folder itself.")
@@ -37,12 +41,20 @@ StrictOpt = typer.Option(False, "--strict", help="Refuse SGLang releases newer t
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
 
 
+def _where(python: Optional[str], target: Optional[Path]) -> str:
+    return f" --python {python}" if python else f" --target {target}" if target else ""
+
+
 @contextmanager
-def _errors():
+def _errors(where: str = ""):
     try:
         yield
     except DDTreePatchError as error:
-        err.print(f"[bold red]error:[/] {error}", highlight=False)
+        err.print(f"[bold red]error:[/] {escape(with_target(str(error), where))}", highlight=False)
+        for drift in getattr(error, "drift", ()):
+            err.print(f"{drift.path}: {drift.state}", highlight=False)
+            if drift.diff:
+                err.out(drift.diff, highlight=False)
         raise typer.Exit(error.exit_code) from None
 
 
@@ -69,7 +81,7 @@ def audit(
     Works before apply (a preview) and after (a proof). Example:
     ddtree-patch audit --target /srv/venv/lib/python3.11/site-packages --json
     """
-    with _errors():
+    with _errors(_where(python, target)):
         install = locate(python, target, strict)
         with _progress(not as_json, "scanning") as progress:
             report = run_audit(install, progress)
@@ -92,7 +104,7 @@ def apply(
 
     Example: ddtree-patch apply --dry-run | less
     """
-    with _errors():
+    with _errors(_where(python, target)):
         install = locate(python, target, strict)
         with _progress(not as_json, "planning") as progress:
             plan = build_plan(install, progress=progress)
@@ -111,17 +123,53 @@ def apply(
                 for line in plan_added(plan):
                     out.print(f"  {line}", highlight=False)
             return
-        from ddtree_patch.transaction import apply_plan
+        with _progress(not as_json, "applying") as progress:
+            result = apply_plan(plan, __version__, progress=progress, python=python)
+    _print_result(result, as_json, python, target)
 
-        result = apply_plan(plan, __version__)
-    _print_result(result, as_json)
+
+@app.command()
+def revert(
+    python: Optional[str] = PythonOpt,
+    target: Optional[Path] = TargetOpt,
+    force: bool = typer.Option(False, "--force", help="Restore the originals even over files changed since apply."),
+    as_json: bool = JsonOpt,
+) -> None:
+    """Put back every original byte, remove the added files, and verify the package.
+
+    Refuses (exit 9, with a diff per file) when a patched file changed since apply.
+    Example: ddtree-patch revert --target /srv/venv/lib/python3.11/site-packages
+    """
+    with _errors(_where(python, target)):
+        install = locate(python, target, strict=False)
+        with _progress(not as_json, "reverting") as progress:
+            result = revert_install(install, force=force, progress=progress)
+    _print_result(result, as_json, python, target)
 
 
-def _print_result(result, as_json: bool) -> None:
+@app.command()
+def status(
+    python: Optional[str] = PythonOpt,
+    target: Optional[Path] = TargetOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Say whether SGLang is pristine, patched (by which version, when), drifted, stale or interrupted.
+
+    Example: ddtree-patch status --json
+    """
+    with _errors(_where(python, target)):
+        install = locate(python, target, strict=False)
+        result = install_status(install, tool_version=__version__)
+    _print_result(result, as_json, python, target)
+
+
+def _print_result(result, as_json: bool, python: Optional[str], target: Optional[Path]) -> None:
+    where = _where(python, target)
     if as_json:
-        out.print_json(json.dumps(result.to_json()))
+        out.print_json(json.dumps(result_json(result, where)))
     else:
-        out.print(result.summary(), highlight=False)
+        for line in result_lines(result, where):
+            out.print(line, highlight=False)
 
 
 def main() -> None:

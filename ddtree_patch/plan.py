@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 
-from ddtree_patch.analyse import SourceText
+from ddtree_patch.analyse import SourceText, analyse_file
 from ddtree_patch.dropins import dropin_files
 from ddtree_patch.errors import EngineError
 from ddtree_patch.model import FileEdit, Install, Plan
+from ddtree_patch.policy import default_policy
 from ddtree_patch.scan import Progress, ScanResult, scan
+from ddtree_patch.state import pristine_view
 
 
 def check_compiles(path: str, data: bytes) -> None:
@@ -19,12 +21,17 @@ def check_compiles(path: str, data: bytes) -> None:
 
 
 def build_plan(install: Install, result: ScanResult | None = None, progress: Progress | None = None) -> Plan:
+    """The plan of the pristine package, also when it is patched now (files rewritten by a
+    previous apply are read from their backups), so re-applying the same plan is a no-op."""
     result = result or scan(install, progress)
+    view = pristine_view(install)
     plan = Plan(install)
     for file in result.files:
+        if file.path in view.originals:
+            file = analyse_file(file.path, view.read(file.path), default_policy())
         if not file.replacements:
             continue
-        before = (install.package_dir / file.path).read_bytes()
+        before = view.read(file.path)
         after = SourceText.decode(before).encode(file.replacements)
         if hashlib.sha256(before).hexdigest() == hashlib.sha256(after).hexdigest():
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 
 from rich.console import Console
@@ -61,3 +62,43 @@ def plan_diff(plan: Plan) -> str:
 
 def plan_added(plan: Plan) -> list[str]:
     return [f"sglang/{added.path} ({len(added.data)} bytes)" for added in plan.added]
+
+
+def with_target(text: str, where: str) -> str:
+    """Advice names bare commands; add the user's own --target/--python so it can be pasted."""
+    for verb in ("apply", "revert", "status"):
+        text = text.replace(f"`ddtree-patch {verb}", f"`ddtree-patch {verb}{where}")
+    return text
+
+
+def result_json(result, where: str) -> dict:
+    data = dataclasses.asdict(result)
+    if isinstance(data.get("advice"), str):
+        data["advice"] = with_target(data["advice"], where)
+    return data
+
+
+def result_lines(result, where: str) -> list[str]:
+    """One summary line per fact of an ApplyResult, RevertResult or Status."""
+    data = result_json(result, where)
+    lines = []
+    if "state" in data:
+        head = f"state: {data['state']} (SGLang {data['sglang_version']})"
+        if data.get("tool_version"):
+            head += f", patched by ddtree-patch {data['tool_version']} at {data.get('applied_at')}"
+        lines.append(head)
+        lines += [f"  {f['path']}: {f['state']}" for f in data.get("files", ()) if f.get("state") != "patched"]
+        if data.get("advice"):
+            lines.append(f"next: {data['advice']}")
+        return lines
+    lines.append(data["action"])
+    for key in ("edited", "added", "restored", "removed", "forced", "leftovers"):
+        if data.get(key):
+            lines.append(f"{key}: {len(data[key])} file(s)")
+            lines += [f"  {path}" for path in data[key]]
+    if data.get("recovered"):
+        lines.append(f"recovered an interrupted {data['recovered']['op']}: {data['recovered']['outcome']}")
+    if data.get("previous_tool_version"):
+        lines.append(f"replaced the patch of ddtree-patch {data['previous_tool_version']}")
+    lines += [f"warning: {w}" for w in data.get("warnings", ())]
+    return lines

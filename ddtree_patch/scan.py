@@ -19,6 +19,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from ddtree_patch.analyse import FileResult, analyse_file
+from ddtree_patch.dropins import DROPIN_ROOT
 from ddtree_patch.model import Install
 from ddtree_patch.policy import default_policy
 
@@ -127,6 +128,8 @@ def _candidates(install: Install, cache: _Cache) -> tuple[list[tuple[str, str, b
     for entry in _walk(install.package_dir):
         scanned += 1
         rel = entry.path[prefix:].replace(os.sep, "/")
+        if rel.startswith(DROPIN_ROOT + "/"):
+            continue  # our own drop-ins: checked byte for byte by the audit, not scanned
         stat = entry.stat(follow_symlinks=False)
         known = cache.index.get(rel)
         if known and known[0] == stat.st_size and known[1] == stat.st_mtime_ns:

@@ -1,0 +1,37 @@
+"""DDTree round kernels: tree build, tree mask, posterior, accept walk, commit.
+
+Every entry point runs the Triton kernel for CUDA tensors and the plain-torch reference otherwise.
+All CUDA paths have fixed output shapes, read nothing back to the host and are CUDA-graph
+capturable. Modules import each other only relatively, so this package works both as the repo's
+`kernels` and as `sglang.srt.speculative.ddtree.kernels`.
+
+Additions to the agreed contract (all keyword arguments with defaults, nothing removed):
+- `build_tree_mask(parent, prefix_lens, prefix_lens_sum=None)`: the flat length needs
+  sum(prefix_lens) on the host; pass SGLang's `seq_lens_sum` or the call syncs (not capturable).
+- `pack_tree_mask(parent) -> int32[bs, n, ceil(n / 32)]`: tree columns only, bit j % 32 of word j // 32.
+- `posterior_tokens(..., all_greedy=False, filters=True, max_candidates=1024)`: host-known flags
+  that skip work; top-k / top-p are exact within the top `max_candidates` logits (see posterior.py).
+- `accept_walk(..., max_depth=None)`: D = max_depth (the draft depth), else n - 1.
+- Vocab top-K and `gather_accepted` are torch ops on every device (torch.topk's radix select and a
+  gather are already sync-free and capturable); `tree_positions` is one add.
+"""
+
+from .accept_walk import accept_walk
+from .commit import commit_slots, gather_accepted
+from .posterior import posterior_tokens
+from .tree_build import DraftTree, build_tree
+from .tree_mask import build_tree_mask, pack_tree_mask, tree_positions
+from .vocab_topk import draft_topk
+
+__all__ = [
+    "DraftTree",
+    "accept_walk",
+    "build_tree",
+    "build_tree_mask",
+    "commit_slots",
+    "draft_topk",
+    "gather_accepted",
+    "pack_tree_mask",
+    "posterior_tokens",
+    "tree_positions",
+]

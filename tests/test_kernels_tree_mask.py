@@ -1,0 +1,78 @@
+"""Tree positions and masks against the numpy visibility matrix, Triton against torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from tests.kernels_env import DEVICES
+from tests.kernels_reference import visibility
+
+from kernels import build_tree_mask, pack_tree_mask, tree_positions
+from kernels.tree_build import select_tree_torch
+from kernels.tree_mask import (build_tree_mask_torch, build_tree_mask_triton, pack_tree_mask_torch,
+                               pack_tree_mask_triton)
+from kernels.vocab_topk import draft_topk_torch
+
+
+def _parents(bs: int, depth: int, budget: int, seed: int) -> torch.Tensor:
+    if budget == 0:
+        return torch.full((bs, 1), -1, dtype=torch.int64)
+    gen = torch.Generator().manual_seed(seed)
+    lp, tok = draft_topk_torch(torch.randn(bs, depth, 512, generator=gen) * 3, budget)
+    return select_tree_torch(lp, tok, budget).parent
+
+
+def _check_layout(mask: torch.Tensor, parent: torch.Tensor, prefix_lens: torch.Tensor) -> None:
+    n = parent.shape[1]
+    offset = 0
+    for b, length in enumerate(prefix_lens.tolist()):
+        block = mask[offset:offset + n * (length + n)].view(n, length + n)
+        offset += n * (length + n)
+        assert block[:, :length].all()
+        assert np.array_equal(block[:, length:].numpy(), visibility(parent[b].tolist()))
+    assert offset == mask.numel()
+
+
+CASES = [(1, 15, 0), (3, 4, 7), (4, 15, 64), (2, 3, 1), (1, 15, 300)]
+
+
+@pytest.mark.parametrize("bs,depth,budget", CASES)
+def test_torch_mask_equals_visibility(bs: int, depth: int, budget: int) -> None:
+    parent = _parents(bs, depth, budget, seed=budget)
+    prefix_lens = torch.randint(0, 300, (bs,), generator=torch.Generator().manual_seed(bs))
+    mask = build_tree_mask(parent, prefix_lens)
+    assert mask.dtype == torch.bool
+    _check_layout(mask, parent, prefix_lens)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bs,depth,budget", CASES)
+def test_triton_mask_equals_torch(device: str, bs: int, depth: int, budget: int) -> None:
+    parent = _parents(bs, depth, budget, seed=budget + 1)
+    prefix_lens = torch.randint(0, 600, (bs,), generator=torch.Generator().manual_seed(budget))
+    prefix_lens[0] = 0
+    total = int(prefix_lens.sum())
+    ref = build_tree_mask_torch(parent, prefix_lens, total)
+    got = build_tree_mask_triton(parent.to(device), prefix_lens.to(device), total)
+    assert torch.equal(got.cpu(), ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bs,depth,budget", CASES)
+def test_packed_mask(device: str, bs: int, depth: int, budget: int) -> None:
+    parent = _parents(bs, depth, budget, seed=budget + 2)
+    ref = pack_tree_mask_torch(parent)
+    n = parent.shape[1]
+    assert ref.shape == (bs, n, (n + 31) // 32) and ref.dtype == torch.int32
+    bits = ((ref.to(torch.int64)[..., None] >> torch.arange(32)) & 1).flatten(-2)[..., :n].bool()
+    for b in range(bs):
+        assert np.array_equal(bits[b].numpy(), visibility(parent[b].tolist()))
+    assert torch.equal(pack_tree_mask_triton(parent.to(device)).cpu(), ref)
+    assert torch.equal(pack_tree_mask(parent), ref)
+
+
+def test_positions() -> None:
+    depth = torch.tensor([[0, 1, 1, 2], [0, 1, 2, 3]])
+    assert tree_positions(depth, torch.tensor([10, 0])).tolist() == [[10, 11, 11, 12], [0, 1, 2, 3]]

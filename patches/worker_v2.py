@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Optional
 
 import torch
 
@@ -81,7 +80,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
                 "(validate_ddtree_server_args must run after DFlash's validation)."
             )
         target_worker = kwargs.get("target_worker")
-        if target_worker is not None and target_worker.model_runner.decode_cuda_graph_runner:
+        if target_worker is not None and getattr(target_worker.model_runner, "decode_cuda_graph_runner", None):
             raise RuntimeError(
                 "DDTREE: the target's verify CUDA graphs were captured before the DDTree worker "
                 "existed, so they lack the tree mask; this SGLang release initialises workers in an "
@@ -89,7 +88,6 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             )
         install_tree_mask_capture()
         super().__init__(draft_server_args(server_args), *args, **kwargs)
-        self.target_server_args = server_args
         self.budget = int(server_args.speculative_ddtree_budget)
         self.topk = int(server_args.speculative_ddtree_topk)
         self.tree_size = self.budget + 1
@@ -152,11 +150,11 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             apply_dflash_verify_logits_adjustments(
                 next_token_logits=logits, sampling_info=sampling_info, draft_token_num=width
             )
-        node_logits = logits.view(bs, width, -1)[:, : self.tree_size]
+        node_logits = logits.view(bs, width, -1)[:, : self.tree_size].contiguous()
         posterior = self._posterior(node_logits, sampling_info)
         tree_tokens = tree.tokens[:, : self.tree_size]
         accepted_idx, accept_len, bonus = accept_walk(
-            tree_tokens, nodes_first_child, nodes_next_sibling, posterior
+            tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
         )
         commit_lens = (accept_len + 1).to(torch.int32)
         out_tokens = posterior.gather(1, accepted_idx.clamp(min=0))
@@ -261,26 +259,23 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         return out.logits_output, out.can_run_cuda_graph
 
     def _posterior(self, node_logits: torch.Tensor, sampling_info) -> torch.Tensor:
-        """Target token at every tree node: argmax when greedy, else a seeded sample."""
-        bs, _, vocab = node_logits.shape
+        """Target token at every tree node: argmax when all greedy, else a seeded sample."""
         if sampling_info is None or sampling_info.is_all_greedy:
-            zeros = torch.zeros((bs,), dtype=torch.float32, device=node_logits.device)
-            ones = torch.ones((bs,), dtype=torch.float32, device=node_logits.device)
-            no_top_k = torch.full((bs,), vocab, dtype=torch.int64, device=node_logits.device)
-            return posterior_tokens(node_logits, zeros, no_top_k, ones, self._sample_generator)
+            return posterior_tokens(node_logits, None, None, None, None, all_greedy=True)
         return posterior_tokens(
             node_logits,
-            sampling_info.temperatures.view(-1).to(torch.float32),
-            sampling_info.top_ks.view(-1).to(torch.int64).clamp(min=1, max=vocab),
-            sampling_info.top_ps.view(-1).to(torch.float32),
+            sampling_info.temperatures.view(-1),
+            sampling_info.top_ks.view(-1),
+            sampling_info.top_ps.view(-1),
             self._sample_generator,
+            filters=bool(sampling_info.need_top_k_sampling or sampling_info.need_top_p_sampling),
         )
 
     def _commit_target_kv(self, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
         """Move the accepted nodes' target KV to their path positions; returns those slots [bs, L]."""
         path_len = accepted_idx.shape[1]
         keep_loc, _ = commit_slots(accepted_idx, accept_len, cache_loc_2d[:, : self.tree_size])
-        path_slots = cache_loc_2d[:, :path_len]
+        path_slots = cache_loc_2d[:, :path_len].contiguous()
         # Unused path entries copy a slot onto itself; node i sits at depth i of the path and its
         # index is >= i, so no source is overwritten before it is read.
         src = torch.where(keep_loc >= 0, keep_loc, path_slots)

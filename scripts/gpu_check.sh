@@ -11,6 +11,7 @@ export RIG=${RIG:-$REPO/.gpurig}
 export OUT=${OUT:-/tmp/out} PY=python3 SITE=/tmp/site
 mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
 [ -d "$RIG/jitcache" ] && cp -rn "$RIG"/jitcache/. /tmp/tvm-ffi-cache/ 2>/dev/null
+[ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null
 [ -f "$RIG/tritoncache.tgz" ] && tar xzf "$RIG/tritoncache.tgz" -C ~/.triton/cache 2>/dev/null
 t0=$(date +%s)
 # shellcheck source=/dev/null
@@ -28,6 +29,7 @@ python3 scripts/gpu_gate_check.py 2>&1 | tee "$OUT/gates.log" | grep -E "^(GATE|
 echo "[setup] $(( $(date +%s) - t0 ))s"
 python3 scripts/gpu_matrix.py "$OUT/matrix" "$@"
 rc=$?
+tar czf "$OUT/matrix.tgz" -C "$OUT" matrix && rm -rf "$OUT/matrix/configs" "$OUT/matrix/results" "$OUT/matrix/logs"
 tar czf "$OUT/jitcache.tgz" -C /tmp/tvm-ffi-cache . 2>/dev/null
 tar czf "$OUT/tritoncache.tgz" -C ~/.triton/cache . 2>/dev/null
 echo "[done] rc=$rc after $(( $(date +%s) - t0 ))s"

@@ -76,7 +76,16 @@ def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
         res = {"name": cfg["name"], "ok": False, "error": f"no result (timeout or crash) after {time.time() - t0:.0f}s"}
     print(f"[{time.strftime('%T')}] {cfg['name']}: ok={res.get('ok')} t={time.time() - t0:.0f}s "
           f"{res.get('error', '')[:300]}", flush=True)
+    if not res.get("ok"):
+        print(failure_excerpt(out_dir / "logs" / f"{cfg['name']}.log"), flush=True)
     return res
+
+
+def failure_excerpt(log: Path, lines: int = 40) -> str:
+    """The first traceback of a failed engine's log (the scheduler's, usually), else its tail."""
+    text = log.read_text(errors="replace").splitlines() if log.exists() else []
+    start = next((i for i, line in enumerate(text) if "Traceback" in line), max(0, len(text) - lines))
+    return "\n".join("    | " + line[:300] for line in text[start:start + lines])
 
 
 def first_diffs(ref: list[list[int]], got: list[list[int]]) -> list[tuple[int, int]]:
@@ -168,14 +177,19 @@ def summarise(cfgs: list[dict], results: dict[str, dict]) -> tuple[dict, str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--only", nargs="*", help="config names; the plain references of their models are added")
+    ap.add_argument("--no-reference", action="store_true", help="with --only: skip the plain references")
     ap.add_argument("--parallel", type=int, default=8)
     ap.add_argument("--deadline-s", type=float, default=480)
     a = ap.parse_args()
     deadline = time.time() + a.deadline_s
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfgs = [c for c in configs() if not a.only or c["name"] in a.only or c["name"].startswith("plain_")]
+    cfgs = configs()
+    if a.only:
+        models = {c["model"] for c in cfgs if c["name"] in a.only}
+        cfgs = [c for c in cfgs if c["name"] in a.only
+                or (not a.no_reference and c["algo"] == "NONE" and c["model"] in models)]
     results: dict[str, dict] = {}
 
     def wave(batch: list[dict], parallel: int) -> None:

@@ -56,7 +56,9 @@ def _check(tokens: torch.Tensor, *others: torch.Tensor) -> None:
         raise ValueError("tokens, first_child, next_sibling and posterior must all be [bs, n]")
 
 
-def accept_walk_triton(tokens, first_child, next_sibling, posterior, max_depth: int | None = None):
+def accept_walk_triton(tokens: torch.Tensor, first_child: torch.Tensor, next_sibling: torch.Tensor,
+                       posterior: torch.Tensor, max_depth: int | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     _check(tokens, first_child, next_sibling, posterior)
     bs, n = tokens.shape
     depth = n - 1 if max_depth is None else max_depth
@@ -86,7 +88,9 @@ def parents_from_links(first_child: torch.Tensor, next_sibling: torch.Tensor) ->
     return parent
 
 
-def accept_walk_torch(tokens, first_child, next_sibling, posterior, max_depth: int | None = None):
+def accept_walk_torch(tokens: torch.Tensor, first_child: torch.Tensor, next_sibling: torch.Tensor,
+                      posterior: torch.Tensor, max_depth: int | None = None
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reference: rebuilds parent links, then walks all requests in lockstep, one depth per step."""
     _check(tokens, first_child, next_sibling, posterior)
     bs, n = tokens.shape

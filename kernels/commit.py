@@ -34,7 +34,8 @@ def _check(accepted_idx: torch.Tensor, accept_len: torch.Tensor, cache_loc: torc
         raise ValueError("expected accepted_idx [bs, D+1], accept_len [bs], cache_loc [bs, n]")
 
 
-def commit_slots_triton(accepted_idx, accept_len, cache_loc):
+def commit_slots_triton(accepted_idx: torch.Tensor, accept_len: torch.Tensor, cache_loc: torch.Tensor
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
     _check(accepted_idx, accept_len, cache_loc)
     bs, d1 = accepted_idx.shape
     n = cache_loc.shape[1]
@@ -46,7 +47,8 @@ def commit_slots_triton(accepted_idx, accept_len, cache_loc):
     return keep, free
 
 
-def commit_slots_torch(accepted_idx, accept_len, cache_loc):
+def commit_slots_torch(accepted_idx: torch.Tensor, accept_len: torch.Tensor, cache_loc: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
     _check(accepted_idx, accept_len, cache_loc)
     d1 = accepted_idx.shape[1]
     valid = torch.arange(d1, device=accepted_idx.device)[None, :] <= accept_len[:, None]

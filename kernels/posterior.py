@@ -127,7 +127,9 @@ def _seeds(seed: torch.Tensor | torch.Generator, bs: int, device: torch.device) 
     return seed.to(device=device, dtype=torch.int64)
 
 
-def posterior_tokens_torch(target_logits, temperature, top_k, top_p, seed, *, filters=True, max_candidates=1024):
+def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+                           top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *, filters: bool = True,
+                           max_candidates: int = 1024) -> torch.Tensor:
     """Reference: same semantics on the whole [bs, n, V] tensor in torch ops."""
     bs, n, vocab = target_logits.shape
     seed = _seeds(seed, bs, target_logits.device)
@@ -156,7 +158,9 @@ def posterior_tokens_torch(target_logits, temperature, top_k, top_p, seed, *, fi
     return score.argmax(dim=-1)
 
 
-def posterior_tokens_triton(target_logits, temperature, top_k, top_p, seed, *, filters=True, max_candidates=1024):
+def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *, filters: bool = True,
+                            max_candidates: int = 1024) -> torch.Tensor:
     """Triton: one program per node, streams the row (twice with filters: log-sum-exp, then draw)."""
     bs, n, vocab = target_logits.shape
     seed = _seeds(seed, bs, target_logits.device)

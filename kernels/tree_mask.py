@@ -30,7 +30,7 @@ def mask_numel(n: int, bs: int, prefix_lens_sum: int) -> int:
 def _ancestors(parent_ptr, b, rows, cols, n_nodes):
     """[R, NP] bool: column j is an ancestor-or-self of row i (walks up the parent links)."""
     cur = tl.where(rows < n_nodes, rows, -1)
-    anc = cols[None, :] < 0
+    anc = (rows[:, None] < 0) & (cols[None, :] < 0)
     while tl.max(cur, axis=0) >= 0:
         anc = anc | (cols[None, :] == cur[:, None])
         cur = tl.load(parent_ptr + b * n_nodes + cur, mask=cur >= 0, other=-1).to(tl.int32)
@@ -145,7 +145,8 @@ def pack_tree_mask_torch(parent: torch.Tensor) -> torch.Tensor:
     return torch.where(packed >= 2**31, packed - 2**32, packed).to(torch.int32)
 
 
-def build_tree_mask(parent: torch.Tensor, prefix_lens: torch.Tensor, prefix_lens_sum: int | None = None) -> torch.Tensor:
+def build_tree_mask(parent: torch.Tensor, prefix_lens: torch.Tensor,
+                    prefix_lens_sum: int | None = None) -> torch.Tensor:
     """Flat bool mask of all requests (layout in the module docstring); Triton on CUDA.
     Without `prefix_lens_sum` the sum is read from the device (a host sync, not capturable)."""
     if prefix_lens_sum is None:

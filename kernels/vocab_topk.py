@@ -2,9 +2,10 @@
 
 `lp[b, d, r] = float32(logit) - logsumexp_fp32(row)` for the K largest logits of each row, in the
 order `torch.topk` returns them (descending; the order among equal logits is torch.topk's).
-The top-K itself is torch's radix select (no host sync, capturable); the Triton kernel streams the
-row once in its own dtype to get an fp32 log-sum-exp and writes `lp`, so no fp32 copy of the
-`[bs, D, V]` logits is ever made.
+The top-K itself is torch's radix select on the logits in their own dtype (no host sync,
+capturable; on an H200 it beat a two-stage chunked top-K and a top-K on an fp32 copy). The Triton
+kernel streams the row once in its own dtype to get an fp32 log-sum-exp and writes `lp`, so no
+fp32 copy of the `[bs, D, V]` logits is ever made.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def draft_topk_torch(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, 
 
 
 def draft_topk_triton(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton log-sum-exp fused with the `vals - lse` write; same outputs as `draft_topk_torch`."""
+    """Triton log-sum-exp fused with the `vals - lse` write; same values as `draft_topk_torch`."""
     bs, depth, vocab = draft_logits.shape
     logits = draft_logits.contiguous()
     vals, idx = torch.topk(logits, k, dim=-1)

@@ -14,6 +14,7 @@ mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
 [ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null
 [ -f "$RIG/tritoncache.tgz" ] && tar xzf "$RIG/tritoncache.tgz" -C ~/.triton/cache 2>/dev/null
 t0=$(date +%s)
+rm -rf "$SITE"  # a warm machine keeps the last call's patched install: start from the pristine bundle
 # shellcheck source=/dev/null
 source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
 cd "$REPO" || exit 1

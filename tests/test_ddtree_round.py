@@ -58,3 +58,10 @@ def test_round_commits_the_path_and_matches_greedy(round_results, budget, topk):
         assert result["tokens_per_round"] == 1.0
     else:
         assert result["tokens_per_round"] > 1.0
+    if budget >= 7:  # room for second-ranked children: some accepted paths leave the first-child chain
+        assert result["rounds_with_off_chain_paths"] > 0, result
+
+
+def test_a_wider_tree_accepts_more(round_results):
+    per_round = [round_results[case]["tokens_per_round"] for case in [(0, 0), (1, 1), (7, 7), (32, 32)]]
+    assert per_round == sorted(per_round) and per_round[-1] > per_round[1], per_round

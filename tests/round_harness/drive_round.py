@@ -42,14 +42,17 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
         attn_backend=object(), token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=KVCache)))
 
     def draft_logits(batch, draft_input, bound):
-        # Right at depths 1, 2, 4, 5, 7 (x+1 chain), wrong (300) at 3 and 6; 300 is every row's runner-up.
+        # The right token (the target's greedy chain) is ranked first at most depths but second,
+        # behind 300, at depths 3 and 6: accepted paths then leave the first-child chain, so the
+        # commit has to move KV from later tree nodes.
         logits = torch.full((BS, BLOCK - 1, V), -10.0)
-        cur, rows = draft_input.bonus_tokens.clone(), torch.arange(BS)
+        right, rows = draft_input.bonus_tokens.clone(), torch.arange(BS)
         for d in range(BLOCK - 1):
-            cur = torch.full_like(cur, G) if d % 3 == 2 else (cur + 1) % V
-            logits[rows, d, (cur + 5) % V] = 1.0
-            logits[rows, d, G] = 2.0
-            logits[rows, d, cur] = 3.0
+            right = successor(right)
+            second = 2.5 if d % 3 == 2 else 2.0
+            logits[rows, d, (right + 5) % V] = 1.0
+            logits[rows, d, G] = 3.0 if d % 3 == 2 else 2.0
+            logits[rows, d, right] = second if d % 3 == 2 else 3.0
         return logits
 
     def verify(batch, verify_input, cache_loc_2d, bound):
@@ -64,6 +67,13 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
     w.draft_writes = []
     w._append_target_hidden_to_draft_kv_by_loc = lambda **kw: w.draft_writes.append(kw)
     w._make_next_draft_input_decode = lambda bonus_tokens, new_seq_lens: (bonus_tokens, new_seq_lens)
+    commit_target_kv = w._commit_target_kv
+
+    def recording_commit(accepted_idx, accept_len, cache_loc_2d):
+        w.last_accepted = accepted_idx.clone()
+        return commit_target_kv(accepted_idx, accept_len, cache_loc_2d)
+
+    w._commit_target_kv = recording_commit
     return w
 
 
@@ -73,7 +83,7 @@ def main(budget: int, topk: int) -> None:
     prefix = torch.tensor([10, 20, 30])
     bonus = successor(torch.tensor([5, 290, 299]))
     outputs = [[int(b)] for b in bonus]
-    commit_ok = True
+    commit_ok, moved = True, 0
     for _ in range(ROUNDS):
         seq_lens = prefix.clone()
         seq_lens.record_stream = lambda stream: None
@@ -88,6 +98,7 @@ def main(budget: int, topk: int) -> None:
             path = [int(bonus[i])] + ids[i, : n - 1].tolist()
             slots = w.model_runner.req_to_token_pool.req_to_token[i, int(prefix[i]): int(prefix[i]) + n].long()
             commit_ok &= w.kv[slots].tolist() == path and hidden[i, :n].long().tolist() == path
+            moved += int(any(int(a) != j for j, a in enumerate(w.last_accepted[i, :n].tolist())))
             outputs[i] += ids[i, :n].tolist()
         bonus, prefix = res.next_draft_input
     greedy = []
@@ -97,6 +108,7 @@ def main(budget: int, topk: int) -> None:
             seq.append(int(successor(torch.tensor(seq[-1]))))
         greedy.append(seq)
     print(json.dumps({"budget": budget, "topk": topk, "equal_to_greedy": outputs == greedy, "commit_ok": bool(commit_ok),
+                      "rounds_with_off_chain_paths": moved,
                       "tokens_per_round": sum(len(o) - 1 for o in outputs) / (BS * ROUNDS)}))
 
 

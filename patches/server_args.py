@@ -1,0 +1,214 @@
+"""DDTREE server arguments: defaults, range checks and the start-up gates.
+
+The patched SGLang calls `validate_ddtree_server_args` right after DFlash's own validation (DDTREE
+shares all of DFlash's configuration, so DFlash has already refused what it refuses: dp attention,
+pp > 1, no draft model; per request it refuses logprobs and grammars). Every refusal here is a
+`ValueError` raised while the server arguments are built, before any model loads.
+
+Widths written back:
+- `speculative_dflash_block_size`: the drafter's block (as DFlash resolved it),
+- `speculative_num_draft_tokens`: the target's verify width `max(budget + 1, block)`; with the
+  default budget (block - 1) that is the block, i.e. DFlash's own value.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+# Limits of the tree build (kernels/tree_build.py MAX_BUDGET / MAX_DEPTH: a node is packed into
+# one int64 key). Kept here so validation never imports Triton.
+MAX_BUDGET = 2047
+MAX_DRAFT_DEPTH = 31
+
+# Attention backends whose target-verify path applies `spec_info.custom_mask` (eager and captured).
+TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
+
+# Config keys that only models with recurrent (Mamba / linear attention / GDN) layers carry.
+_RECURRENT_CONFIG_KEYS = (
+    "mamba_d_state", "mamba_expand", "ssm_state_size", "linear_num_value_heads",
+    "linear_conv_kernel_dim", "hybrid_override_pattern", "layers_block_type", "attn_layer_period",
+    "full_attention_interval", "block_types",
+)
+_RECURRENT_LAYER_WORDS = ("linear", "mamba", "ssm", "conv", "recurrent", "gdn", "delta")
+_RECURRENT_MODEL_TYPES = frozenset({
+    "mamba", "mamba2", "jamba", "zamba", "zamba2", "falcon_h1", "nemotron_h", "qwen3_next",
+    "granitemoehybrid", "lfm2", "kimi_linear", "minimax", "minimax_m1", "bamba", "plamo2",
+})
+
+
+class DDTreeArgumentError(ValueError):
+    """A DDTREE server argument is out of range or asks for something DDTREE cannot run."""
+
+
+def validate_ddtree_server_args(server_args: Any) -> None:
+    """Fill DDTREE's defaults, check ranges, run the gates; no-op for other algorithms.
+
+    Nothing is written unless every check passes. Idempotent.
+    """
+    if str(server_args.speculative_algorithm or "").upper() != "DDTREE":
+        return
+    block = draft_block_size(server_args)
+    budget, topk = resolve_budget_and_topk(server_args, block)
+    check_attention_backend(server_args)
+    check_hybrid_target(server_args)
+    check_page_size(server_args)
+    check_parallelism_and_window(server_args)
+    server_args.speculative_ddtree_budget = budget
+    server_args.speculative_ddtree_topk = topk
+    server_args.speculative_dflash_block_size = block
+    server_args.speculative_num_draft_tokens = max(budget + 1, block)
+
+
+def draft_block_size(server_args: Any) -> int:
+    """The drafter's block size as DFlash resolved it (its flag, or the draft config)."""
+    block = server_args.speculative_dflash_block_size or server_args.speculative_num_draft_tokens
+    if block is None or int(block) < 1:
+        raise DDTreeArgumentError(
+            "DDTREE needs the DFlash draft block size (--speculative-dflash-block-size or the draft "
+            f"model's block_size), got {block!r}."
+        )
+    return int(block)
+
+
+def resolve_budget_and_topk(server_args: Any, block: int) -> tuple[int, int]:
+    """(budget, topk) with defaults budget = block - 1, topk = budget; checked against the draft."""
+    budget = server_args.speculative_ddtree_budget
+    budget = block - 1 if budget is None else int(budget)
+    if not 0 <= budget <= MAX_BUDGET:
+        raise DDTreeArgumentError(
+            f"--speculative-ddtree-budget must be between 0 and {MAX_BUDGET}, got {budget}."
+        )
+    topk = server_args.speculative_ddtree_topk
+    topk = budget if topk is None else int(topk)
+    if budget == 0:
+        if topk != 0:
+            raise DDTreeArgumentError(
+                f"--speculative-ddtree-topk has no effect with budget 0 (root-only tree), got {topk}."
+            )
+        return budget, topk
+    if not 1 <= topk <= budget:
+        raise DDTreeArgumentError(
+            f"--speculative-ddtree-topk must be between 1 and the budget ({budget}), got {topk}."
+        )
+    depth = block - 1
+    if not 1 <= depth <= MAX_DRAFT_DEPTH:
+        raise DDTreeArgumentError(
+            f"DDTREE drafts block_size - 1 = {depth} tokens per round, which must be between 1 and "
+            f"{MAX_DRAFT_DEPTH} for a budget above 0 (draft block size {block})."
+        )
+    capacity = sum(topk**d for d in range(1, depth + 1))
+    if budget > capacity:
+        raise DDTreeArgumentError(
+            f"--speculative-ddtree-budget {budget} exceeds the {capacity} distinct draft prefixes "
+            f"that topk {topk} allows over {depth} draft positions; raise the topk or lower the budget."
+        )
+    return budget, topk
+
+
+def _resolved(server_args: Any) -> Any:
+    """Server args as resolved so far (0.5.15+ keeps auto-selected values in an overlay)."""
+    try:
+        from sglang.srt.arg_groups.overrides import resolved_view
+    except ImportError:
+        return server_args
+    return resolved_view(server_args)
+
+
+def target_verify_attention_backend(server_args: Any) -> Optional[str]:
+    """The attention backend SGLang runs the target's verify pass with."""
+    args = _resolved(server_args)
+    base = getattr(args, "attention_backend", None)
+    if getattr(args, "speculative_attention_mode", "prefill") == "decode":
+        return getattr(args, "decode_attention_backend", None) or base
+    return getattr(args, "prefill_attention_backend", None) or base
+
+
+def check_attention_backend(server_args: Any) -> None:
+    backend = target_verify_attention_backend(server_args)
+    if backend not in TREE_MASK_ATTENTION_BACKENDS:
+        raise DDTreeArgumentError(
+            f"DDTREE verifies a tree, which needs an attention backend that applies the custom mask "
+            f"in target verify; the target would verify with {backend!r}. Use --attention-backend "
+            f"{' or '.join(TREE_MASK_ATTENTION_BACKENDS)}."
+        )
+
+
+def _text_config(hf_config: Any) -> Any:
+    text = getattr(hf_config, "text_config", None)
+    if text is not None:
+        return text
+    get_text_config = getattr(hf_config, "get_text_config", None)
+    return get_text_config() if callable(get_text_config) else hf_config
+
+
+def hybrid_target_kinds(hf_config: Any) -> list[str]:
+    """Which layer kinds of the target a tree verify cannot handle: recurrent and/or sliding window."""
+    configs = [hf_config, _text_config(hf_config)]
+    kinds: list[str] = []
+    layer_types = [str(t).lower() for c in configs for t in (getattr(c, "layer_types", None) or [])]
+    model_types = {str(getattr(c, "model_type", "")).lower() for c in configs}
+    archs = list(getattr(hf_config, "architectures", None) or [])
+    recurrent = (
+        any(any(w in t for w in _RECURRENT_LAYER_WORDS) for t in layer_types)
+        or any(getattr(c, key, None) is not None for c in configs for key in _RECURRENT_CONFIG_KEYS)
+        or bool(model_types & _RECURRENT_MODEL_TYPES)
+        or _registered_linear_attention(archs)
+    )
+    if recurrent:
+        kinds.append("Mamba / linear attention / GDN layers")
+    if any("sliding" in t for t in layer_types) or any(_uses_sliding_window(c) for c in configs):
+        kinds.append("sliding-window attention layers")
+    return kinds
+
+
+def _uses_sliding_window(config: Any) -> bool:
+    if getattr(config, "sliding_window_pattern", None) or getattr(config, "interleaved_sliding_window", None):
+        return True
+    if getattr(config, "sliding_window", None) is None:
+        return False
+    # Qwen-style configs carry a window that only applies when use_sliding_window is set.
+    return bool(getattr(config, "use_sliding_window", True))
+
+
+def _registered_linear_attention(archs: list[str]) -> bool:
+    try:
+        from sglang.srt.configs.linear_attn_model_registry import get_linear_attn_spec_by_arch
+    except ImportError:
+        return False
+    return any(get_linear_attn_spec_by_arch(a) is not None for a in archs)
+
+
+def check_hybrid_target(server_args: Any) -> None:
+    if getattr(server_args, "speculative_ddtree_allow_hybrid_unsafe", False):
+        return
+    kinds = hybrid_target_kinds(server_args.get_model_config().hf_config)
+    if kinds:
+        raise DDTreeArgumentError(
+            f"DDTREE refuses this target: it has {' and '.join(kinds)}. A tree verify needs "
+            "per-node recurrent state and per-row windows, which SGLang's verify does not keep; "
+            "outputs would differ from plain decoding. Pass --speculative-ddtree-allow-hybrid-unsafe "
+            "to run it anyway."
+        )
+
+
+def check_page_size(server_args: Any) -> None:
+    page_size = int(getattr(server_args, "page_size", None) or 1)
+    if page_size > 1:
+        raise DDTreeArgumentError(
+            f"DDTREE supports --page-size 1 only for now (got {page_size}): its tree commit has not "
+            "been verified with larger pages."
+        )
+
+
+def check_parallelism_and_window(server_args: Any) -> None:
+    tp_size = int(getattr(server_args, "tp_size", 1) or 1)
+    if tp_size > 1:
+        raise DDTreeArgumentError(
+            f"DDTREE supports --tp-size 1 only for now (got {tp_size}): the tree build reads the full "
+            "draft vocabulary, which a tensor-parallel lm_head splits across ranks."
+        )
+    if getattr(server_args, "speculative_draft_window_size", None) is not None:
+        raise DDTreeArgumentError(
+            "DDTREE does not support --speculative-draft-window-size yet (DFlash's compact draft "
+            "cache); leave it unset."
+        )

@@ -1,0 +1,298 @@
+"""DDTree worker for SGLang's spec-v2 DFlash family (`DFlashWorkerV2`, proven on 0.5.15).
+
+DDTree keeps DFlash's draft runner, prefill path and KV materialisation, and replaces one decode
+round's verify:
+1. Draft: DFlash's draft runner, unchanged, sees `[bonus, MASK x (block-1)]`; DDTree keeps the full
+   draft logits (through the target lm_head) where DFlash keeps only their argmax.
+2. Tree: the `budget` best prefixes of the per-depth top-K (`kernels.build_tree`).
+3. Verify: one target pass over the tree with depth positions and the ancestor mask.
+4. Accept: a posterior token at every node (argmax, or a sample), walked from the root.
+5. Commit: the accepted nodes' target KV is moved to the slots of positions `prefix .. prefix+len`
+   (a KV copy, as EAGLE does for trees, so any page size keeps its slot layout); the draft KV of those
+   positions is materialised from the accepted nodes' target hidden states by DFlash's own writer; the
+   bonus token and new lengths seed the next round exactly as DFlash's do.
+
+Widths (set by `validate_ddtree_server_args`): `speculative_dflash_block_size` is the drafter's block;
+`speculative_num_draft_tokens` is the target's verify width `max(budget + 1, block)`. Below the block
+the extra verify rows are padding (root children of nothing, results unread): the scheduler reserves
+KV per round from that one width, and the draft block must fit in it as well as the tree. The draft
+runner is built from a copy of the server args whose `speculative_num_draft_tokens` is the block, so
+its graphs, attention metadata and buffers keep the trained block while every target-side consumer
+(verify graphs, attention, KV reservation, scheduler accounting) sees the verify width.
+
+No host synchronisation inside a round: shapes are fixed by (bs, width), host-side sizes come from the
+scheduler's host sequence lengths plus one round of lag.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import torch
+
+from sglang.srt.managers.schedule_batch import ScheduleBatch
+from sglang.srt.managers.scheduler import GenerationBatchResult
+from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
+from sglang.srt.speculative.ddtree.kernels import (
+    accept_walk,
+    build_tree,
+    commit_slots,
+    gather_accepted,
+    posterior_tokens,
+)
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
+from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
+from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
+from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+logger = logging.getLogger(__name__)
+
+# DFlashWorkerV2 internals this subclass builds on; `worker_class` refuses a release that lacks one.
+REQUIRED_BASE_MEMBERS = (
+    "_append_target_hidden_to_draft_kv_by_loc",
+    "_make_next_draft_input_decode",
+    "_update_target_mamba_state_after_verify",
+    "_ensure_draft_block_buffers",
+    "_resolve_mask_token_id",
+)
+
+
+def draft_server_args(server_args: ServerArgs) -> ServerArgs:
+    """Copy of `server_args` as the draft runner must see them: width = the drafter's block."""
+    draft_args = copy.copy(server_args)
+    draft_args.speculative_num_draft_tokens = int(server_args.speculative_dflash_block_size)
+    # A cached_property computed from the target width would otherwise travel with the copy.
+    draft_args.__dict__.pop("max_speculative_num_draft_tokens", None)
+    return draft_args
+
+
+class DDTreeWorkerV2(DFlashWorkerV2):
+    """DFlashWorkerV2 with a tree verify (see the module docstring)."""
+
+    def __init__(self, server_args: ServerArgs, *args, **kwargs):
+        if server_args.speculative_ddtree_budget is None:
+            raise RuntimeError(
+                "DDTREE server args were not validated: speculative_ddtree_budget is unset "
+                "(validate_ddtree_server_args must run after DFlash's validation)."
+            )
+        target_worker = kwargs.get("target_worker")
+        if target_worker is not None and getattr(target_worker.model_runner, "decode_cuda_graph_runner", None):
+            raise RuntimeError(
+                "DDTREE: the target's verify CUDA graphs were captured before the DDTree worker "
+                "existed, so they lack the tree mask; this SGLang release initialises workers in an "
+                "order DDTREE does not support."
+            )
+        install_tree_mask_capture()
+        super().__init__(draft_server_args(server_args), *args, **kwargs)
+        self.budget = int(server_args.speculative_ddtree_budget)
+        self.topk = int(server_args.speculative_ddtree_topk)
+        self.tree_size = self.budget + 1
+        self.verify_width = int(server_args.speculative_num_draft_tokens)
+        # Longest accepted run per round (root + one node per draft depth): the output stride.
+        self.max_commit = min(self.budget, self.block_size - 1) + 1
+        self._sample_generator = torch.Generator(device=self.device)
+        self._sample_generator.manual_seed(int(server_args.random_seed or 0))
+        self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
+        if self.tp_rank == 0:
+            logger.info(
+                "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
+                self.budget, self.topk, self.block_size, self.verify_width,
+            )
+
+    def _maybe_build_draft_sampler(self):
+        # DDTree needs the whole draft distribution, not DFlash's in-graph argmax.
+        return None
+
+    def forward_batch_generation(self, batch: ScheduleBatch, on_publish=None) -> GenerationBatchResult:
+        if batch.forward_mode.is_extend() or batch.is_extend_in_batch or batch.forward_mode.is_idle():
+            return super().forward_batch_generation(batch, on_publish=on_publish)
+        if getattr(batch, "return_logprob", False):
+            raise ValueError("DDTREE speculative decoding does not support return_logprob yet.")
+        draft_input = batch.spec_info
+        if not isinstance(draft_input, DFlashDraftInputV2):
+            raise RuntimeError("DDTREE expected DFlashDraftInputV2 state on the running batch.")
+        return self._decode_round(batch, draft_input, on_publish)
+
+    # --- one decode round -------------------------------------------------------------------
+
+    def _prefix_lens_bound_cpu(self, batch: ScheduleBatch, draft_input: DFlashDraftInputV2) -> torch.Tensor:
+        """Host upper bound of each prefix length (the host copy lags at most one round)."""
+        if batch.seq_lens_cpu is not None:
+            return batch.seq_lens_cpu.to(torch.int64) + self.max_commit
+        if draft_input.reserved_seq_lens_cpu is not None:
+            return draft_input.reserved_seq_lens_cpu.to(torch.int64)
+        return batch.seq_lens.to("cpu", torch.int64)
+
+    def _decode_round(self, batch, draft_input, on_publish) -> GenerationBatchResult:
+        batch.seq_lens.record_stream(torch.get_device_module(self.device).current_stream())
+        bs = len(batch.seq_lens)
+        prefix_lens = batch.seq_lens
+        bound_cpu = self._prefix_lens_bound_cpu(batch, draft_input)
+
+        draft_logits = self._draft_logits(batch, draft_input, bound_cpu)
+        tree = build_tree(draft_logits, self.budget, self.topk)
+        nodes_first_child, nodes_next_sibling = tree.first_child, tree.next_sibling
+        tree = pad_tree(tree, self.verify_width)
+        verify_input = DDTreeVerifyInput.from_tree(
+            tree, draft_input.bonus_tokens, prefix_lens, int(bound_cpu.sum())
+        )
+        cache_loc_2d = self._request_slots(batch, prefix_lens, self.verify_width)
+        logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
+
+        width = self.verify_width
+        logits = logits_output.next_token_logits
+        sampling_info = batch.sampling_info
+        if sampling_info is not None:
+            apply_dflash_verify_logits_adjustments(
+                next_token_logits=logits, sampling_info=sampling_info, draft_token_num=width
+            )
+        node_logits = logits.view(bs, width, -1)[:, : self.tree_size].contiguous()
+        posterior = self._posterior(node_logits, sampling_info)
+        tree_tokens = tree.tokens[:, : self.tree_size]
+        accepted_idx, accept_len, bonus = accept_walk(
+            tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
+        )
+        commit_lens = (accept_len + 1).to(torch.int32)
+        out_tokens = posterior.gather(1, accepted_idx.clamp(min=0))
+        new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
+
+        if hasattr(self.target_worker.model_runner.attn_backend, "update_mamba_state_after_mtp_verify"):
+            # Only reachable with --speculative-ddtree-allow-hybrid-unsafe: recurrent state is
+            # committed in node order, which is the accepted path only when that path is the
+            # leading chain of the tree.
+            self._update_target_mamba_state_after_verify(
+                batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens
+            )
+        if on_publish is not None:
+            on_publish(new_seq_lens)
+
+        path_slots = self._commit_target_kv(accepted_idx, accept_len, cache_loc_2d)
+        self._commit_draft_kv(logits_output.hidden_states, accepted_idx, commit_lens, path_slots, prefix_lens)
+        logits_output.hidden_states = None
+
+        return GenerationBatchResult(
+            logits_output=logits_output,
+            next_token_ids=out_tokens.reshape(-1),
+            accept_lens=commit_lens,
+            can_run_cuda_graph=can_run_cuda_graph,
+            next_draft_input=self._make_next_draft_input_decode(
+                bonus_tokens=bonus, new_seq_lens=new_seq_lens
+            ),
+            speculative_num_draft_tokens=int(out_tokens.shape[1]),
+            new_seq_lens=new_seq_lens,
+        )
+
+    def _request_slots(self, batch: ScheduleBatch, start: torch.Tensor, width: int) -> torch.Tensor:
+        """KV slots of positions `start .. start+width` of each request (reserved by the scheduler)."""
+        req_to_token = self.model_runner.req_to_token_pool.req_to_token
+        positions = start.to(torch.int64)[:, None] + self._width_offsets[:width]
+        return req_to_token[batch.req_pool_indices.to(torch.int64)[:, None], positions].to(torch.int64)
+
+    def _draft_logits(self, batch, draft_input, bound_cpu: torch.Tensor) -> torch.Tensor:
+        """DFlash's draft forward over `[bonus, MASK...]`; returns logits [bs, block-1, vocab]."""
+        if self.use_compact_draft_cache:
+            raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
+        bs = len(batch.seq_lens)
+        block = int(self.block_size)
+        prefix_lens = batch.seq_lens
+        self._ensure_draft_block_buffers(bs)
+        block_ids = self._draft_block_ids_buf[:bs]
+        block_ids.fill_(int(self._mask_token_id))
+        block_ids[:, 0].copy_(draft_input.bonus_tokens)
+        positions_2d = self._draft_block_positions_buf[:bs]
+        torch.add(prefix_lens.unsqueeze(1), self._block_pos_offsets, out=positions_2d)
+        cache_loc = self._request_slots(batch, prefix_lens, block).reshape(-1)
+        seq_lens_cpu = self._draft_seq_lens_cpu_buf[:bs]
+        seq_lens_cpu.copy_(bound_cpu)
+
+        target_model = self.target_worker.model_runner.model
+        input_embeds = target_model.get_input_embeddings()(block_ids)
+        forward_batch = ForwardBatch(
+            forward_mode=ForwardMode.TARGET_VERIFY,
+            batch_size=bs,
+            input_ids=block_ids.flatten(),
+            req_pool_indices=batch.req_pool_indices,
+            seq_lens=prefix_lens,
+            out_cache_loc=cache_loc,
+            seq_lens_sum=int(seq_lens_cpu.sum()),
+            seq_lens_cpu=seq_lens_cpu,
+            positions=positions_2d.reshape(-1),
+            input_embeds=input_embeds.view(-1, input_embeds.shape[-1]),
+            spec_algorithm=SpeculativeAlgorithm.DFLASH,
+            spec_info=self._draft_block_spec_info,
+            capture_hidden_mode=CaptureHiddenMode.NULL,
+        )
+        with torch.inference_mode():
+            draft_out = self.draft_model_runner.forward(forward_batch)
+        hidden = draft_out.logits_output.hidden_states
+        if hidden is None:
+            raise RuntimeError("DDTREE: the DFlash draft model returned no hidden states.")
+        hidden = hidden.view(bs, block, -1)[:, 1:, :]
+        lm_head = target_model.lm_head
+        weight = lm_head.weight
+        num_vocab = (
+            int(lm_head.shard_indices.num_org_elements)
+            if hasattr(lm_head, "shard_indices")
+            else int(weight.shape[0])
+        )
+        return torch.matmul(hidden.to(weight.dtype), weight[:num_vocab].T)
+
+    def _verify(self, batch, verify_input, cache_loc_2d, bound_cpu):
+        """One target forward over the tree; returns (logits output, ran as a CUDA graph)."""
+        batch.out_cache_loc = cache_loc_2d.reshape(-1)
+        seq_lens_cpu, seq_lens_sum = batch.seq_lens_cpu, batch.seq_lens_sum
+        batch.seq_lens_cpu = bound_cpu
+        batch.seq_lens_sum = int(bound_cpu.sum())
+        try:
+            verify_forward_batch, _ = verify_input.prepare_for_verify(batch, self.target_worker)
+        finally:
+            batch.seq_lens_cpu, batch.seq_lens_sum = seq_lens_cpu, seq_lens_sum
+        out = self.target_worker.forward_batch_generation(
+            batch=None, forward_batch=verify_forward_batch, is_verify=True, skip_attn_backend_init=True
+        )
+        if out.logits_output.hidden_states is None:
+            raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
+        return out.logits_output, out.can_run_cuda_graph
+
+    def _posterior(self, node_logits: torch.Tensor, sampling_info) -> torch.Tensor:
+        """Target token at every tree node: argmax when all greedy, else a seeded sample."""
+        if sampling_info is None or sampling_info.is_all_greedy:
+            return posterior_tokens(node_logits, None, None, None, None, all_greedy=True)
+        return posterior_tokens(
+            node_logits,
+            sampling_info.temperatures.view(-1),
+            sampling_info.top_ks.view(-1),
+            sampling_info.top_ps.view(-1),
+            self._sample_generator,
+            filters=bool(sampling_info.need_top_k_sampling or sampling_info.need_top_p_sampling),
+        )
+
+    def _commit_target_kv(self, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
+        """Move the accepted nodes' target KV to their path positions; returns those slots [bs, L]."""
+        path_len = accepted_idx.shape[1]
+        keep_loc, _ = commit_slots(accepted_idx, accept_len, cache_loc_2d[:, : self.tree_size])
+        path_slots = cache_loc_2d[:, :path_len].contiguous()
+        # Unused path entries copy a slot onto itself; node i sits at depth i of the path and its
+        # index is >= i, so no source is overwritten before it is read.
+        src = torch.where(keep_loc >= 0, keep_loc, path_slots)
+        kv_cache = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
+        kv_cache.move_kv_cache(path_slots.reshape(-1), src.reshape(-1))
+        return path_slots
+
+    def _commit_draft_kv(self, hidden, accepted_idx, commit_lens, path_slots, prefix_lens) -> None:
+        """Draft context for the committed positions from the accepted nodes' target features."""
+        bs, path_len = accepted_idx.shape
+        node_hidden = hidden.view(bs, self.verify_width, -1)[:, : self.tree_size]
+        path_hidden = gather_accepted(node_hidden, accepted_idx)
+        positions = prefix_lens.to(torch.int64)[:, None] + self._width_offsets[:path_len]
+        self._append_target_hidden_to_draft_kv_by_loc(
+            target_hidden=path_hidden.reshape(bs * path_len, -1),
+            cache_loc=path_slots.reshape(-1),
+            positions=positions.reshape(-1),
+            cache_loc_2d=path_slots,
+            commit_lens=commit_lens,
+        )

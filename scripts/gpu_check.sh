@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The DDTree GPU check in one device call (SGLang 0.5.15 from the gpurig bundle):
+#   install the bundle into /tmp/site, patch SGLang for DDTREE (`python -m ddtree_patch apply`),
+#   check the start-up gates on real ServerArgs, build the tiny models, run the engine matrix
+#   (plain / DFLASH / DDTREE budgets 1, 8, 32 x target_struct, target_rand x CUDA graphs off/on,
+#   a sampled run, round timing) and print the summary table. Logs and results land in $OUT.
+# usage: RIG=/path/to/.gpurig bash scripts/gpu_check.sh [gpu_matrix.py options]
+set -uo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export RIG=${RIG:-$REPO/.gpurig}
+export OUT=${OUT:-/tmp/out} PY=python3 SITE=/tmp/site
+mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
+[ -d "$RIG/jitcache" ] && cp -rn "$RIG"/jitcache/. /tmp/tvm-ffi-cache/ 2>/dev/null
+[ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null
+[ -f "$RIG/tritoncache.tgz" ] && tar xzf "$RIG/tritoncache.tgz" -C ~/.triton/cache 2>/dev/null
+t0=$(date +%s)
+rm -rf "$SITE"  # a warm machine keeps the last call's patched install: start from the pristine bundle
+# shellcheck source=/dev/null
+source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
+cd "$REPO" || exit 1
+if python3 -m ddtree_patch apply --target "$SITE" > "$OUT/apply.log" 2>&1; then
+  echo "[apply] ddtree-patch apply --target $SITE: OK"
+else
+  echo "[apply] ddtree-patch apply failed or is missing (last lines below): using the DEV-ONLY hand patch"
+  tail -3 "$OUT/apply.log"
+  python3 scripts/dev_patch_sglang_0515.py "$SITE" "$REPO" || exit 1
+fi
+python3 "$RIG/scripts/make_models.py" /tmp/models --weights > "$OUT/models.log" 2>&1 || { tail "$OUT/models.log"; exit 1; }
+python3 scripts/gpu_gate_check.py 2>&1 | tee "$OUT/gates.log" | grep -E "^(GATE|IMPORT)"
+echo "[setup] $(( $(date +%s) - t0 ))s"
+python3 scripts/gpu_matrix.py "$OUT/matrix" "$@"
+rc=$?
+tar czf "$OUT/matrix.tgz" -C "$OUT" matrix && rm -rf "$OUT/matrix/configs" "$OUT/matrix/results" "$OUT/matrix/logs"
+tar czf "$OUT/jitcache.tgz" -C /tmp/tvm-ffi-cache . 2>/dev/null
+tar czf "$OUT/tritoncache.tgz" -C ~/.triton/cache . 2>/dev/null
+echo "[done] rc=$rc after $(( $(date +%s) - t0 ))s"
+exit $rc

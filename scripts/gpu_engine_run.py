@@ -1,0 +1,102 @@
+"""Run one SGLang Engine configuration of the DDTree GPU check and dump what it generated as JSON.
+
+usage: python gpu_engine_run.py CONFIG_JSON OUT_JSON
+
+CONFIG keys: target, prompts (list of id lists), max_new; optional draft, algo, budget,
+cuda_graph, logprobs (plain only: top-2 logprobs of the batch run), sampled (temperature 1 run),
+bench ({"prompt": ids, "max_new": n}: timed single-request generation after a warm-up), engine
+(extra Engine kwargs). Greedy runs generate the prompts as one batch, then each prompt alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+
+META_KEYS = ("completion_tokens", "spec_verify_ct", "spec_accept_length", "spec_num_correct_drafts")
+
+
+def engine_kwargs(cfg: dict) -> dict:
+    kw = dict(
+        model_path=cfg["target"], tokenizer_path=cfg["target"], dtype="bfloat16",
+        attention_backend="triton", sampling_backend="pytorch", grammar_backend="none",
+        disable_flashinfer_autotune=True, mem_fraction_static=0.3, max_total_tokens=32768,
+        context_length=1024, random_seed=0, log_level="warning", max_running_requests=8,
+    )
+    if cfg.get("cuda_graph"):
+        kw.update(disable_prefill_cuda_graph=True, cuda_graph_max_bs_decode=8)
+    else:
+        kw.update(disable_cuda_graph=True)
+    if cfg.get("draft"):
+        kw.update(speculative_algorithm=cfg.get("algo", "DFLASH"), speculative_draft_model_path=cfg["draft"])
+        if cfg.get("budget") is not None:
+            kw.update(speculative_ddtree_budget=cfg["budget"])
+    kw.update(cfg.get("engine", {}))
+    return kw
+
+
+def meta(out: dict) -> dict:
+    return {k: out["meta_info"].get(k) for k in META_KEYS}
+
+
+def run(cfg: dict, res: dict) -> None:
+    from sglang.srt.entrypoints.engine import Engine
+
+    t0 = time.time()
+    eng = Engine(**engine_kwargs(cfg))
+    res["t_start"] = round(time.time() - t0, 1)
+    prompts, max_new = cfg["prompts"], cfg["max_new"]
+    greedy = {"temperature": 0.0, "max_new_tokens": max_new, "ignore_eos": True}
+    if cfg.get("sampled"):
+        sampled = dict(greedy, temperature=1.0)
+        outs = eng.generate(input_ids=prompts, sampling_params=sampled)
+        res["sampled_ids"] = [o["output_ids"] for o in outs]
+        res["meta"] = [meta(o) for o in outs]
+    else:
+        lp = dict(return_logprob=True, top_logprobs_num=2) if cfg.get("logprobs") else {}
+        t1 = time.time()
+        outs = eng.generate(input_ids=prompts, sampling_params=greedy, **lp)
+        res["t_batch"] = round(time.time() - t1, 3)
+        res["batch_ids"] = [o["output_ids"] for o in outs]
+        res["meta"] = [meta(o) for o in outs]
+        if lp:
+            res["top2"] = [[[t[0] for t in step[:2]] for step in o["meta_info"]["output_top_logprobs"]]
+                           for o in outs]
+        res["single_ids"] = [eng.generate(input_ids=p, sampling_params=greedy)["output_ids"] for p in prompts]
+    bench = cfg.get("bench")
+    if bench:
+        params = dict(greedy, max_new_tokens=bench["max_new"])
+        eng.generate(input_ids=bench["prompt"], sampling_params=params)
+        t2 = time.time()
+        out = eng.generate(input_ids=bench["prompt"], sampling_params=params)
+        elapsed = time.time() - t2
+        rounds = out["meta_info"].get("spec_verify_ct") or out["meta_info"]["completion_tokens"]
+        res["bench"] = {"seconds": round(elapsed, 4), "rounds": rounds,
+                        "ms_per_round": round(1000 * elapsed / rounds, 4), **meta(out)}
+    eng.shutdown()
+
+
+def main() -> None:
+    cfg = json.load(open(sys.argv[1]))
+    res = {"name": cfg["name"], "config": cfg, "ok": False}
+    t0 = time.time()
+    try:
+        run(cfg, res)
+        res["ok"] = True
+    except BaseException as e:  # noqa: BLE001 - every failure is reported in the JSON
+        res["error"] = f"{type(e).__name__}: {e}"[:2000]
+        res["traceback"] = traceback.format_exc()[-6000:]
+        print(res["traceback"], file=sys.stderr)
+    res["t_total"] = round(time.time() - t0, 1)
+    with open(sys.argv[2], "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print("RESULT", cfg["name"], json.dumps({k: res.get(k) for k in ("ok", "error", "t_start", "t_total")}))
+    sys.stdout.flush()
+    os._exit(0 if res["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()

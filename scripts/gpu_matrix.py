@@ -1,0 +1,215 @@
+"""The DDTree GPU check matrix: run every engine configuration, compare with plain decoding, summarise.
+
+usage: python gpu_matrix.py OUT_DIR [--only NAME ...] [--parallel N] [--deadline-s S]
+
+Needs an SGLang patched for DDTREE on the path and the gpurig tiny models in /tmp/models
+(target_struct, target_rand, draft_rand). Engines run as subprocesses of gpu_engine_run.py, several
+at a time on the one GPU (each with a small KV pool); the two engines that also time rounds run
+last and alone. Writes OUT_DIR/results/*.json, OUT_DIR/logs/*.log, OUT_DIR/summary.{json,md}.
+Exit status 0 only when every comparison holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+MODELS = Path("/tmp/models")
+DRAFT = str(MODELS / "draft_rand")
+VOCAB = 512
+BUDGETS = (1, 8, 32)
+TIE_GAP = 0.02
+PROMPTS = {
+    # successor-map target: each token is followed by the next id, 300 absorbs; mixes rejected and
+    # fully accepted rounds once a sequence reaches 300
+    "struct": [[5, 17, 33, 99, 120], [290, 291, 292, 293, 294, 295], [299, 300], [150] * 10,
+               list(range(270, 296)), [296]],
+    "rand": [[5, 17, 33, 99, 120], [200, 201, 202], list(range(10, 40)), [7] * 12],
+}
+BENCH = {"prompt": [299, 300], "max_new": 256}
+MAX_NEW = 32
+
+
+def configs() -> list[dict]:
+    out = []
+    for model in ("struct", "rand"):
+        base = {"target": str(MODELS / f"target_{model}"), "prompts": PROMPTS[model], "max_new": MAX_NEW,
+                "model": model}
+        out.append(dict(base, name=f"plain_{model}", algo="NONE", logprobs=model == "rand"))
+        for cg in (False, True):
+            tag = f"{model}_{'cg' if cg else 'eager'}"
+            out.append(dict(base, name=f"dflash_{tag}", algo="DFLASH", draft=DRAFT, cuda_graph=cg))
+            for b in BUDGETS:
+                out.append(dict(base, name=f"ddtree_b{b}_{tag}", algo="DDTREE", draft=DRAFT, budget=b, cuda_graph=cg))
+    for cfg in out:
+        if cfg["name"] in ("dflash_struct_cg", "ddtree_b8_struct_cg"):
+            cfg["bench"] = BENCH
+    out.append({"name": "ddtree_b8_rand_cg_sampled", "model": "rand", "algo": "DDTREE", "draft": DRAFT,
+                "budget": 8, "cuda_graph": True, "sampled": True, "target": str(MODELS / "target_rand"),
+                "prompts": PROMPTS["rand"], "max_new": MAX_NEW})
+    return out
+
+
+def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
+    cfg_path = out_dir / "configs" / f"{cfg['name']}.json"
+    res_path = out_dir / "results" / f"{cfg['name']}.json"
+    cfg_path.write_text(json.dumps(cfg))
+    t0 = time.time()
+    with open(out_dir / "logs" / f"{cfg['name']}.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, str(HERE / "gpu_engine_run.py"), str(cfg_path), str(res_path)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=max(timeout_s, 1))
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    if res_path.exists():
+        res = json.loads(res_path.read_text())
+    else:
+        res = {"name": cfg["name"], "ok": False, "error": f"no result (timeout or crash) after {time.time() - t0:.0f}s"}
+    print(f"[{time.strftime('%T')}] {cfg['name']}: ok={res.get('ok')} t={time.time() - t0:.0f}s "
+          f"{res.get('error', '')[:300]}", flush=True)
+    if not res.get("ok"):
+        print(failure_excerpt(out_dir / "logs" / f"{cfg['name']}.log"), flush=True)
+    return res
+
+
+def failure_excerpt(log: Path, lines: int = 40) -> str:
+    """The first traceback of a failed engine's log (the scheduler's, usually), else its tail."""
+    text = log.read_text(errors="replace").splitlines() if log.exists() else []
+    start = next((i for i, line in enumerate(text) if "Traceback" in line), max(0, len(text) - lines))
+    return "\n".join("    | " + line[:300] for line in text[start:start + lines])
+
+
+def first_diffs(ref: list[list[int]], got: list[list[int]]) -> list[tuple[int, int]]:
+    diffs = []
+    for i, (a, b) in enumerate(zip(ref, got)):
+        if a != b:
+            diffs.append((i, next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))))
+    return diffs
+
+
+def judge(res: dict, plain: dict) -> dict:
+    """Greedy output vs plain: struct must be equal; rand may differ only at a near-tie of plain."""
+    row = {"ok": bool(res.get("ok"))}
+    if not res.get("ok") or not plain or not plain.get("ok"):
+        row["verdict"] = "ERROR" if not res.get("ok") else "NO REFERENCE"
+        row["error"] = res.get("error") or (plain or {}).get("error")
+        return row
+    top2 = plain.get("top2")
+    bugs, ties = [], []
+    for kind in ("batch_ids", "single_ids"):
+        for prompt, pos in first_diffs(plain[kind], res[kind]):
+            gap = None
+            if top2 and pos < len(top2[prompt]) and len(top2[prompt][pos]) == 2:
+                gap = top2[prompt][pos][0] - top2[prompt][pos][1]
+            (ties if gap is not None and gap < TIE_GAP else bugs).append(
+                {"run": kind[:-4], "prompt": prompt, "pos": pos, "plain_top2_gap": gap})
+    accept = [m.get("spec_accept_length") for m in res.get("meta", []) if m.get("spec_accept_length")]
+    row.update(
+        batch_equal=plain["batch_ids"] == res["batch_ids"],
+        single_equal=plain["single_ids"] == res["single_ids"],
+        tie_diffs=ties, bug_diffs=bugs,
+        accept_per_round=round(sum(accept) / len(accept), 3) if accept else None,
+        verdict="PASS" if not bugs else "FAIL",
+    )
+    if res.get("bench"):
+        row["bench"] = res["bench"]
+    return row
+
+
+def judge_sampled(res: dict) -> dict:
+    if not res.get("ok"):
+        return {"ok": False, "verdict": "ERROR", "error": res.get("error")}
+    ids = [t for seq in res["sampled_ids"] for t in seq]
+    lengths = [len(seq) for seq in res["sampled_ids"]]
+    in_vocab = all(0 <= t < VOCAB for t in ids)
+    complete = all(n == MAX_NEW for n in lengths)
+    accept = [m.get("spec_accept_length") for m in res.get("meta", []) if m.get("spec_accept_length")]
+    return {"ok": True, "in_vocab": in_vocab, "lengths": lengths,
+            "accept_per_round": round(sum(accept) / len(accept), 3) if accept else None,
+            "verdict": "PASS" if in_vocab and complete else "FAIL"}
+
+
+def summarise(cfgs: list[dict], results: dict[str, dict]) -> tuple[dict, str]:
+    rows = {}
+    for cfg in cfgs:
+        name = cfg["name"]
+        res = results.get(name, {"ok": False, "error": "not run (deadline)"})
+        if cfg.get("sampled"):
+            rows[name] = judge_sampled(res)
+        elif cfg["algo"] == "NONE":
+            rows[name] = {"ok": res.get("ok"), "verdict": "REFERENCE" if res.get("ok") else "ERROR",
+                          "error": res.get("error")}
+        else:
+            rows[name] = judge(res, results.get(f"plain_{cfg['model']}"))
+    lines = ["| config | verdict | batch = plain | each alone = plain | near-tie diffs | bug diffs "
+             "| accepted tokens / round |", "|---|---|---|---|---|---|---|"]
+    for name, row in rows.items():
+        lines.append(f"| {name} | {row['verdict']} | {row.get('batch_equal', '')} | {row.get('single_equal', '')} "
+                     f"| {len(row.get('tie_diffs', []))} | {len(row.get('bug_diffs', []))} "
+                     f"| {row.get('accept_per_round', '')} |")
+    d = rows.get("dflash_struct_cg", {}).get("bench")
+    t = rows.get("ddtree_b8_struct_cg", {}).get("bench")
+    bench = None
+    if d and t:
+        bench = {"dflash": d, "ddtree_b8": t, "round_time_ratio": round(t["ms_per_round"] / d["ms_per_round"], 3),
+                 "accepted_per_round": {"dflash": d["spec_accept_length"], "ddtree_b8": t["spec_accept_length"]}}
+        lines += ["", f"Round time at budget 8 (target_struct, CUDA graphs, 1 request, {BENCH['max_new']} tokens): "
+                      f"DFLASH {d['ms_per_round']} ms, DDTREE {t['ms_per_round']} ms, "
+                      f"ratio DDTREE/DFLASH = {bench['round_time_ratio']}; accepted tokens per round "
+                      f"DFLASH {d['spec_accept_length']}, DDTREE {t['spec_accept_length']}."]
+    for name, row in rows.items():
+        if row.get("error"):
+            lines.append(f"- {name}: {str(row['error'])[:400]}")
+        for diff in row.get("bug_diffs", []):
+            lines.append(f"- {name}: differs from plain at {diff}")
+    return {"rows": rows, "bench": bench}, "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--only", nargs="*", help="config names; the plain references of their models are added")
+    ap.add_argument("--no-reference", action="store_true", help="with --only: skip the plain references")
+    ap.add_argument("--parallel", type=int, default=8)
+    ap.add_argument("--deadline-s", type=float, default=480)
+    a = ap.parse_args()
+    deadline = time.time() + a.deadline_s
+    for sub in ("configs", "results", "logs"):
+        (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
+    cfgs = configs()
+    if a.only:
+        models = {c["model"] for c in cfgs if c["name"] in a.only}
+        cfgs = [c for c in cfgs if c["name"] in a.only
+                or (not a.no_reference and c["algo"] == "NONE" and c["model"] in models)]
+    results: dict[str, dict] = {}
+
+    def wave(batch: list[dict], parallel: int) -> None:
+        todo = [c for c in batch if deadline - time.time() > 60]
+        with ThreadPoolExecutor(max(1, parallel)) as pool:
+            for res in pool.map(lambda c: run_one(c, a.out_dir, min(300, deadline - time.time())), todo):
+                results[res["name"]] = res
+
+    first = [c for c in cfgs if c["name"] == "plain_struct"]  # compiles the JIT kernels once
+    last = [c for c in cfgs if c.get("bench")]
+    wave(first, 1)
+    wave([c for c in cfgs if c not in first and c not in last], a.parallel)
+    for cfg in last:
+        wave([cfg], 1)
+    summary, table = summarise(cfgs, results)
+    (a.out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (a.out_dir / "summary.md").write_text(table + "\n")
+    print(table)
+    return 0 if all(r["verdict"] in ("PASS", "REFERENCE") for r in summary["rows"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Drive DDTreeWorkerV2's decode round on a CPU against a successor-map target (test harness).
+
+Run with the stub SGLang tree first on sys.path. The target's greedy next token is f(x) = x + 1
+(mod V) with 300 absorbing; the fake verify writes each node's token into its KV slot and returns
+the node token as its hidden feature, so the commit can be checked slot by slot.
+usage: python drive_round.py BUDGET:TOPK ...  -> one JSON line per case
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import torch
+
+from sglang.srt.speculative.ddtree import worker_v2
+
+V, G, BLOCK, BS, ROUNDS = 512, 300, 8, 3, 12
+
+
+def successor(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(x == G, G, (x + 1) % V)
+
+
+def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
+    w = worker_v2.DDTreeWorkerV2.__new__(worker_v2.DDTreeWorkerV2)
+    w.device, w.block_size, w.budget, w.topk = "cpu", BLOCK, budget, topk
+    w.tree_size, w.verify_width = budget + 1, max(budget + 1, BLOCK)
+    w.max_commit = min(budget, BLOCK - 1) + 1
+    w._sample_generator = torch.Generator().manual_seed(0)
+    w._width_offsets = torch.arange(w.verify_width)
+    req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1
+    w.model_runner = types.SimpleNamespace(req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token.view(BS, 4096)))
+    w.kv = torch.full((BS * 4096 + 1,), -1, dtype=torch.int64)
+
+    class KVCache:
+        def move_kv_cache(self, tgt, src):
+            w.kv[tgt] = w.kv[src].clone()
+
+    w.target_worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(
+        attn_backend=object(), token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=KVCache)))
+
+    def draft_logits(batch, draft_input, bound):
+        # The right token (the target's greedy chain) is ranked first at most depths but second,
+        # behind 300, at depths 3 and 6: accepted paths then leave the first-child chain, so the
+        # commit has to move KV from later tree nodes.
+        logits = torch.full((BS, BLOCK - 1, V), -10.0)
+        right, rows = draft_input.bonus_tokens.clone(), torch.arange(BS)
+        for d in range(BLOCK - 1):
+            right = successor(right)
+            second = 2.5 if d % 3 == 2 else 2.0
+            logits[rows, d, (right + 5) % V] = 1.0
+            logits[rows, d, G] = 3.0 if d % 3 == 2 else 2.0
+            logits[rows, d, right] = second if d % 3 == 2 else 3.0
+        return logits
+
+    def verify(batch, verify_input, cache_loc_2d, bound):
+        tokens = verify_input.draft_token.view(BS, -1)
+        w.kv[cache_loc_2d.reshape(-1)] = tokens.reshape(-1)
+        logits = torch.full((tokens.numel(), V), -5.0)
+        logits[torch.arange(tokens.numel()), successor(tokens.reshape(-1))] = 5.0
+        return types.SimpleNamespace(next_token_logits=logits, hidden_states=tokens.reshape(-1, 1).float()), False
+
+    w._draft_logits, w._verify = draft_logits, verify
+    w._prefix_lens_bound_cpu = lambda batch, draft_input: batch.seq_lens.clone()
+    w.draft_writes = []
+    w._append_target_hidden_to_draft_kv_by_loc = lambda **kw: w.draft_writes.append(kw)
+    w._make_next_draft_input_decode = lambda bonus_tokens, new_seq_lens: (bonus_tokens, new_seq_lens)
+    commit_target_kv = w._commit_target_kv
+
+    def recording_commit(accepted_idx, accept_len, cache_loc_2d):
+        w.last_accepted = accepted_idx.clone()
+        return commit_target_kv(accepted_idx, accept_len, cache_loc_2d)
+
+    w._commit_target_kv = recording_commit
+    return w
+
+
+def main(budget: int, topk: int) -> None:
+    torch.get_device_module = lambda device: types.SimpleNamespace(current_stream=lambda: None)
+    w = make_worker(budget, topk)
+    prefix = torch.tensor([10, 20, 30])
+    bonus = successor(torch.tensor([5, 290, 299]))
+    outputs = [[int(b)] for b in bonus]
+    commit_ok, moved = True, 0
+    for _ in range(ROUNDS):
+        seq_lens = prefix.clone()
+        seq_lens.record_stream = lambda stream: None
+        batch = types.SimpleNamespace(seq_lens=seq_lens, seq_lens_cpu=prefix.clone(), sampling_info=None,
+                                      req_pool_indices=torch.arange(BS))
+        res = w._decode_round(batch, types.SimpleNamespace(bonus_tokens=bonus), None)
+        stride = res.speculative_num_draft_tokens
+        ids = res.next_token_ids.view(BS, stride)
+        hidden = w.draft_writes[-1]["target_hidden"].view(BS, stride)
+        for i in range(BS):
+            n = int(res.accept_lens[i])
+            path = [int(bonus[i])] + ids[i, : n - 1].tolist()
+            slots = w.model_runner.req_to_token_pool.req_to_token[i, int(prefix[i]): int(prefix[i]) + n].long()
+            commit_ok &= w.kv[slots].tolist() == path and hidden[i, :n].long().tolist() == path
+            moved += int(any(int(a) != j for j, a in enumerate(w.last_accepted[i, :n].tolist())))
+            outputs[i] += ids[i, :n].tolist()
+        bonus, prefix = res.next_draft_input
+    greedy = []
+    for out in outputs:
+        seq = [out[0]]
+        while len(seq) < len(out):
+            seq.append(int(successor(torch.tensor(seq[-1]))))
+        greedy.append(seq)
+    print(json.dumps({"budget": budget, "topk": topk, "equal_to_greedy": outputs == greedy, "commit_ok": bool(commit_ok),
+                      "rounds_with_off_chain_paths": moved,
+                      "tokens_per_round": sum(len(o) - 1 for o in outputs) / (BS * ROUNDS)}))
+
+
+if __name__ == "__main__":
+    for case in sys.argv[1:]:
+        main(*map(int, case.split(":")))

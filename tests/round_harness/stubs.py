@@ -1,0 +1,46 @@
+"""Just enough of SGLang's module surface for `worker_v2` to import on a CPU (test harness only)."""
+
+STUB_MODULES = {
+    "sglang/__init__.py": "",
+    "sglang/srt/__init__.py": "",
+    "sglang/srt/managers/__init__.py": "",
+    "sglang/srt/managers/schedule_batch.py": "class ScheduleBatch:\n    pass\n",
+    "sglang/srt/managers/scheduler.py": (
+        "from dataclasses import dataclass\n"
+        "from typing import Any\n\n\n"
+        "@dataclass\n"
+        "class GenerationBatchResult:\n"
+        "    logits_output: Any = None\n"
+        "    next_token_ids: Any = None\n"
+        "    accept_lens: Any = None\n"
+        "    can_run_cuda_graph: bool = False\n"
+        "    next_draft_input: Any = None\n"
+        "    speculative_num_draft_tokens: Any = None\n"
+        "    new_seq_lens: Any = None\n"
+    ),
+    "sglang/srt/model_executor/__init__.py": "",
+    "sglang/srt/model_executor/forward_batch_info.py": (
+        "import enum\n\n\n"
+        "class CaptureHiddenMode(enum.Enum):\n    NULL = 0\n    FULL = 1\n\n\n"
+        "class ForwardMode(enum.Enum):\n    TARGET_VERIFY = 1\n\n\n"
+        "class ForwardBatch:\n    def __init__(self, **kw):\n        self.__dict__.update(kw)\n"
+    ),
+    "sglang/srt/model_executor/runner/__init__.py": "",
+    "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py": (
+        "class DecodeCudaGraphRunner:\n    def get_spec_info(self, num_tokens):\n        return None\n"
+    ),
+    "sglang/srt/server_args.py": "class ServerArgs:\n    pass\n",
+    "sglang/srt/speculative/__init__.py": "",
+    "sglang/srt/speculative/dflash_info.py": (
+        "from dataclasses import dataclass\n"
+        "from typing import Any\n\n\n"
+        "@dataclass\n"
+        "class DFlashVerifyInput:\n"
+        "    draft_token: Any\n    positions: Any\n    draft_token_num: int\n    topk: int = 1\n"
+        "    custom_mask: Any = None\n    capture_hidden_mode: Any = None\n"
+    ),
+    "sglang/srt/speculative/dflash_info_v2.py": "class DFlashDraftInputV2:\n    pass\n",
+    "sglang/srt/speculative/dflash_utils.py": "def apply_dflash_verify_logits_adjustments(**kw):\n    pass\n",
+    "sglang/srt/speculative/dflash_worker_v2.py": "class DFlashWorkerV2:\n    pass\n",
+    "sglang/srt/speculative/spec_info.py": "class SpeculativeAlgorithm:\n    DFLASH = 'DFLASH'\n",
+}

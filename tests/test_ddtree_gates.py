@@ -1,0 +1,212 @@
+"""DDTREE server-argument validation on plain objects: no SGLang, no GPU.
+
+`validate_ddtree_server_args` reads server args by attribute and the target config through
+`get_model_config().hf_config`, so a namespace stands in for SGLang's ServerArgs.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from patches.server_args import (
+    MAX_BUDGET,
+    MAX_DRAFT_DEPTH,
+    DDTreeArgumentError,
+    hybrid_target_kinds,
+    validate_ddtree_server_args,
+)
+
+QWEN3 = dict(model_type="qwen3", architectures=["Qwen3ForCausalLM"], sliding_window=None,
+             use_sliding_window=False, layer_types=["full_attention"] * 4)
+
+
+def make_args(hf_config: dict | None = None, **overrides) -> SimpleNamespace:
+    config = SimpleNamespace(**(QWEN3 if hf_config is None else hf_config))
+    fields = dict(
+        speculative_algorithm="DDTREE", speculative_num_draft_tokens=8,
+        speculative_dflash_block_size=None, speculative_ddtree_budget=None,
+        speculative_ddtree_topk=None, speculative_ddtree_allow_hybrid_unsafe=False,
+        attention_backend="triton", prefill_attention_backend=None, decode_attention_backend=None,
+        speculative_attention_mode="prefill", page_size=1, tp_size=1,
+        speculative_draft_window_size=None,
+    )
+    fields.update(overrides)
+    args = SimpleNamespace(**fields)
+    args.get_model_config = lambda: SimpleNamespace(hf_config=config)
+    return args
+
+
+def widths(args) -> tuple:
+    return (args.speculative_ddtree_budget, args.speculative_ddtree_topk,
+            args.speculative_dflash_block_size, args.speculative_num_draft_tokens)
+
+
+def test_other_algorithms_are_left_alone():
+    args = make_args(speculative_algorithm="DFLASH", attention_backend="fa3", page_size=64)
+    before = dict(vars(args))
+    validate_ddtree_server_args(args)
+    assert vars(args) == before
+
+
+def test_defaults_match_dflash_verify_width():
+    args = make_args()
+    validate_ddtree_server_args(args)
+    assert widths(args) == (7, 7, 8, 8)
+
+
+@pytest.mark.parametrize("budget, width", [(0, 8), (1, 8), (7, 8), (8, 9), (32, 33)])
+def test_verify_width_is_budget_plus_one_but_never_below_the_block(budget, width):
+    args = make_args(speculative_ddtree_budget=budget)
+    validate_ddtree_server_args(args)
+    assert args.speculative_num_draft_tokens == width
+    assert args.speculative_dflash_block_size == 8
+    assert args.speculative_ddtree_topk == budget
+
+
+def test_explicit_dflash_block_size_wins_and_lowercase_name_counts():
+    args = make_args(speculative_algorithm="ddtree", speculative_dflash_block_size=16,
+                     speculative_num_draft_tokens=16, speculative_ddtree_budget=64,
+                     speculative_ddtree_topk=4)
+    validate_ddtree_server_args(args)
+    assert widths(args) == (64, 4, 16, 65)
+
+
+def test_validation_is_idempotent():
+    args = make_args(speculative_ddtree_budget=32)
+    validate_ddtree_server_args(args)
+    first = widths(args)
+    validate_ddtree_server_args(args)
+    assert widths(args) == first == (32, 32, 8, 33)
+
+
+@pytest.mark.parametrize("budget", [-1, MAX_BUDGET + 1])
+def test_budget_range(budget):
+    with pytest.raises(DDTreeArgumentError, match="--speculative-ddtree-budget must be between 0 and 2047"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget=budget))
+
+
+@pytest.mark.parametrize("topk", [0, 9])
+def test_topk_range(topk):
+    with pytest.raises(DDTreeArgumentError, match=r"topk must be between 1 and the budget \(8\)"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget=8, speculative_ddtree_topk=topk))
+
+
+def test_budget_zero_is_a_root_only_tree():
+    args = make_args(speculative_ddtree_budget=0)
+    validate_ddtree_server_args(args)
+    assert widths(args) == (0, 0, 8, 8)
+    with pytest.raises(DDTreeArgumentError, match="no effect with budget 0"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget=0, speculative_ddtree_topk=3))
+
+
+def test_budget_beyond_the_draft_prefixes_is_refused():
+    # topk 1 over 7 draft positions allows one chain of 7 nodes.
+    with pytest.raises(DDTreeArgumentError, match="exceeds the 7 distinct draft prefixes"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget=8, speculative_ddtree_topk=1))
+    args = make_args(speculative_ddtree_budget=8, speculative_ddtree_topk=2)
+    validate_ddtree_server_args(args)
+    assert args.speculative_num_draft_tokens == 9
+
+
+@pytest.mark.parametrize("block", [1, MAX_DRAFT_DEPTH + 2])
+def test_draft_depth_range(block):
+    args = make_args(speculative_num_draft_tokens=block, speculative_ddtree_budget=1)
+    with pytest.raises(DDTreeArgumentError, match="drafts block_size - 1"):
+        validate_ddtree_server_args(args)
+
+
+def test_missing_block_size():
+    with pytest.raises(DDTreeArgumentError, match="needs the DFlash draft block size"):
+        validate_ddtree_server_args(make_args(speculative_num_draft_tokens=None))
+
+
+@pytest.mark.parametrize("backend", ["triton", "flashinfer"])
+def test_mask_honouring_backends_pass(backend):
+    validate_ddtree_server_args(make_args(attention_backend=backend))
+
+
+@pytest.mark.parametrize("overrides, named", [
+    (dict(attention_backend="fa3"), "'fa3'"),
+    (dict(attention_backend="trtllm_mha"), "'trtllm_mha'"),
+    (dict(attention_backend=None), "None"),
+    (dict(prefill_attention_backend="fa3", decode_attention_backend="triton"), "'fa3'"),
+    (dict(prefill_attention_backend="triton", decode_attention_backend="fa3",
+          speculative_attention_mode="decode"), "'fa3'"),
+])
+def test_backends_that_ignore_the_mask_are_refused(overrides, named):
+    args = make_args(**overrides)
+    with pytest.raises(DDTreeArgumentError) as err:
+        validate_ddtree_server_args(args)
+    assert f"would verify with {named}" in str(err.value)
+    assert "Use --attention-backend triton or flashinfer." in str(err.value)
+    assert args.speculative_ddtree_budget is None  # nothing written on failure
+
+
+def test_split_backends_follow_the_speculative_attention_mode():
+    validate_ddtree_server_args(make_args(prefill_attention_backend="triton", decode_attention_backend="fa3"))
+    validate_ddtree_server_args(make_args(prefill_attention_backend="fa3", decode_attention_backend="flashinfer",
+                                          speculative_attention_mode="decode"))
+
+
+HYBRIDS = {
+    "qwen3_next": dict(model_type="qwen3_next", architectures=["Qwen3NextForCausalLM"],
+                       full_attention_interval=4, linear_num_value_heads=32),
+    "layer_types": dict(model_type="x", layer_types=["linear_attention", "full_attention"]),
+    "mamba_keys": dict(model_type="x", mamba_d_state=128),
+    "nemotron_h": dict(model_type="nemotron_h", hybrid_override_pattern="M-M*"),
+    "multimodal_text": dict(model_type="y", text_config=SimpleNamespace(model_type="qwen3_next")),
+}
+SLIDING = {
+    "qwen_sliding_on": dict(QWEN3, sliding_window=4096, use_sliding_window=True),
+    "mistral": dict(model_type="mistral", sliding_window=4096),
+    "gemma_layers": dict(model_type="gemma3_text", layer_types=["sliding_attention", "full_attention"]),
+    "pattern": dict(model_type="gemma2", sliding_window_pattern=6),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HYBRIDS))
+def test_recurrent_targets_are_refused(name):
+    with pytest.raises(DDTreeArgumentError, match="Mamba / linear attention / GDN layers") as err:
+        validate_ddtree_server_args(make_args(hf_config=HYBRIDS[name]))
+    assert "--speculative-ddtree-allow-hybrid-unsafe" in str(err.value)
+
+
+@pytest.mark.parametrize("name", sorted(SLIDING))
+def test_sliding_window_targets_are_refused(name):
+    with pytest.raises(DDTreeArgumentError, match="sliding-window attention layers"):
+        validate_ddtree_server_args(make_args(hf_config=SLIDING[name]))
+
+
+def test_hybrid_refusal_can_be_overridden():
+    args = make_args(hf_config=HYBRIDS["qwen3_next"], speculative_ddtree_allow_hybrid_unsafe=True)
+    validate_ddtree_server_args(args)
+    assert args.speculative_ddtree_budget == 7
+
+
+def test_plain_attention_targets_are_not_hybrid():
+    assert hybrid_target_kinds(SimpleNamespace(**QWEN3)) == []
+    # Qwen2/Qwen3 configs carry a window that is off unless use_sliding_window is set.
+    assert hybrid_target_kinds(SimpleNamespace(**dict(QWEN3, sliding_window=32768))) == []
+    assert hybrid_target_kinds(SimpleNamespace(model_type="llama", architectures=["LlamaForCausalLM"])) == []
+
+
+def test_page_size_above_one_is_refused():
+    with pytest.raises(DDTreeArgumentError, match="--page-size 1 only for now \\(got 16\\)"):
+        validate_ddtree_server_args(make_args(page_size=16))
+
+
+def test_tensor_parallel_is_refused():
+    with pytest.raises(DDTreeArgumentError, match="--tp-size 1 only for now \\(got 2\\)"):
+        validate_ddtree_server_args(make_args(tp_size=2))
+
+
+def test_draft_window_is_refused():
+    with pytest.raises(DDTreeArgumentError, match="--speculative-draft-window-size"):
+        validate_ddtree_server_args(make_args(speculative_draft_window_size=512))
+
+
+def test_limits_match_the_tree_build():
+    tree_build = pytest.importorskip("kernels.tree_build")
+    assert (MAX_BUDGET, MAX_DRAFT_DEPTH) == (tree_build.MAX_BUDGET, tree_build.MAX_DEPTH)

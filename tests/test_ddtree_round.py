@@ -1,0 +1,67 @@
+"""DDTreeWorkerV2's decode round on a CPU, against stubbed SGLang modules and a fake target.
+
+Checks what the GPU matrix cannot isolate: the committed KV slots hold the accepted path in
+position order, the draft gets the accepted nodes' features, and the emitted tokens equal greedy
+decoding of the target, for budgets below, at and above the draft block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from tests.round_harness.stubs import STUB_MODULES  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def stub_site(tmp_path_factory) -> Path:
+    site = tmp_path_factory.mktemp("stub_sglang")
+    for rel, text in STUB_MODULES.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    dropin = site / "sglang/srt/speculative/ddtree"
+    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
+CASES = [(0, 0), (1, 1), (7, 7), (8, 2), (32, 32)]
+
+
+@pytest.fixture(scope="module")
+def round_results(stub_site) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(stub_site))
+    cases = [f"{b}:{k}" for b, k in CASES]
+    proc = subprocess.run([sys.executable, str(REPO / "tests/round_harness/drive_round.py"), *cases],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return {(r["budget"], r["topk"]): r for r in results}
+
+
+@pytest.mark.parametrize("budget, topk", CASES)
+def test_round_commits_the_path_and_matches_greedy(round_results, budget, topk):
+    result = round_results[(budget, topk)]
+    assert result["equal_to_greedy"] and result["commit_ok"], result
+    if budget == 0:
+        assert result["tokens_per_round"] == 1.0
+    else:
+        assert result["tokens_per_round"] > 1.0
+    if budget >= 7:  # room for second-ranked children: some accepted paths leave the first-child chain
+        assert result["rounds_with_off_chain_paths"] > 0, result
+
+
+def test_a_wider_tree_accepts_more(round_results):
+    per_round = [round_results[case]["tokens_per_round"] for case in [(0, 0), (1, 1), (7, 7), (32, 32)]]
+    assert per_round == sorted(per_round) and per_round[-1] > per_round[1], per_round

@@ -20,10 +20,9 @@ source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
 cd "$REPO" || exit 1
 if python3 -m ddtree_patch apply --target "$SITE" > "$OUT/apply.log" 2>&1; then
   echo "[apply] ddtree-patch apply --target $SITE: OK"
+  python3 -m ddtree_patch audit --target "$SITE" > "$OUT/audit.log" 2>&1; echo "[audit] exit $? (0 = every DFLASH site decided)"
 else
-  echo "[apply] ddtree-patch apply failed or is missing (last lines below): using the DEV-ONLY hand patch"
-  tail -3 "$OUT/apply.log"
-  python3 scripts/dev_patch_sglang_0515.py "$SITE" "$REPO" || exit 1
+  echo "[apply] ddtree-patch apply --target $SITE failed:"; tail -5 "$OUT/apply.log"; exit 1
 fi
 python3 "$RIG/scripts/make_models.py" /tmp/models --weights > "$OUT/models.log" 2>&1 || { tail "$OUT/models.log"; exit 1; }
 python3 scripts/gpu_gate_check.py 2>&1 | tee "$OUT/gates.log" | grep -E "^(GATE|IMPORT)"

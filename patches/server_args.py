@@ -6,9 +6,10 @@ pp > 1, no draft model; per request it refuses logprobs and grammars). Every ref
 `ValueError` raised while the server arguments are built, before any model loads.
 
 Widths written back:
-- `speculative_dflash_block_size`: the drafter's block (as DFlash resolved it),
-- `speculative_num_draft_tokens`: the target's verify width `max(budget + 1, block)`; with the
-  default budget (block - 1) that is the block, i.e. DFlash's own value.
+- only when the budget needs a wider verify than the block (budget + 1 > block):
+  `speculative_dflash_block_size` = the drafter's block and `speculative_num_draft_tokens` = the
+  target's verify width budget + 1. Otherwise DFlash's own widths stand, so with the default
+  budget (block - 1) DDTREE resolves exactly like DFLASH.
 """
 
 from __future__ import annotations
@@ -47,16 +48,28 @@ def validate_ddtree_server_args(server_args: Any) -> None:
     """
     if str(server_args.speculative_algorithm or "").upper() != "DDTREE":
         return
-    block = draft_block_size(server_args)
-    budget, topk = resolve_budget_and_topk(server_args, block)
+    view = _resolved(server_args)
+    block = draft_block_size(view)
+    budget, topk = resolve_budget_and_topk(view, block)
     check_attention_backend(server_args)
     check_hybrid_target(server_args)
-    check_page_size(server_args)
-    check_parallelism_and_window(server_args)
-    server_args.speculative_ddtree_budget = budget
-    server_args.speculative_ddtree_topk = topk
-    server_args.speculative_dflash_block_size = block
-    server_args.speculative_num_draft_tokens = max(budget + 1, block)
+    check_page_size(view)
+    check_parallelism_and_window(view)
+    fields = {"speculative_ddtree_budget": budget, "speculative_ddtree_topk": topk}
+    if budget + 1 > block:  # otherwise DFlash's own widths stand, unchanged
+        fields.update(speculative_dflash_block_size=block, speculative_num_draft_tokens=budget + 1)
+    _declare(server_args, fields)
+
+
+def _declare(server_args: Any, fields: dict[str, Any]) -> None:
+    """Write resolved values the way this release's resolution does (0.5.19 on: declared)."""
+    try:
+        from sglang.srt.arg_groups.overrides import declare_resolution
+    except ImportError:
+        for name, value in fields.items():
+            setattr(server_args, name, value)
+        return
+    declare_resolution(server_args, "ddtree", **fields)
 
 
 def draft_block_size(server_args: Any) -> int:
@@ -106,7 +119,14 @@ def resolve_budget_and_topk(server_args: Any, block: int) -> tuple[int, int]:
 
 
 def _resolved(server_args: Any) -> Any:
-    """Server args as resolved so far (0.5.15+ keeps auto-selected values in an overlay)."""
+    """Server args as resolved so far: 0.5.19 on reads a live resolving view, 0.5.15-0.5.18 an
+    overlay of auto-selected values, older releases the object itself."""
+    try:
+        from sglang.srt.arg_groups.model_override_base import resolving_view
+    except ImportError:
+        pass
+    else:
+        return resolving_view(server_args)
     try:
         from sglang.srt.arg_groups.overrides import resolved_view
     except ImportError:
@@ -178,10 +198,19 @@ def _registered_linear_attention(archs: list[str]) -> bool:
     return any(get_linear_attn_spec_by_arch(a) is not None for a in archs)
 
 
+def _model_config(server_args: Any) -> Any:
+    """The target's ModelConfig: a method up to 0.5.18, a resolution helper from 0.5.19."""
+    try:
+        from sglang.srt.arg_groups.model_override_base import model_config_of
+    except ImportError:
+        return server_args.get_model_config()
+    return model_config_of(server_args)
+
+
 def check_hybrid_target(server_args: Any) -> None:
     if getattr(server_args, "speculative_ddtree_allow_hybrid_unsafe", False):
         return
-    kinds = hybrid_target_kinds(server_args.get_model_config().hf_config)
+    kinds = hybrid_target_kinds(_model_config(server_args).hf_config)
     if kinds:
         raise DDTreeArgumentError(
             f"DDTREE refuses this target: it has {' and '.join(kinds)}. A tree verify needs "

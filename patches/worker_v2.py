@@ -12,7 +12,8 @@ round's verify:
    positions is materialised from the accepted nodes' target hidden states by DFlash's own writer; the
    bonus token and new lengths seed the next round exactly as DFlash's do.
 
-Widths (set by `validate_ddtree_server_args`): `speculative_dflash_block_size` is the drafter's block;
+Widths (set by `validate_ddtree_server_args`): `speculative_dflash_block_size` is the drafter's block
+(unset when the verify width is the block itself);
 `speculative_num_draft_tokens` is the target's verify width `max(budget + 1, block)`. Below the block
 the extra verify rows are padding (root children of nothing, results unread): the scheduler reserves
 KV per round from that one width, and the draft block must fit in it as well as the tree. The draft
@@ -64,7 +65,9 @@ REQUIRED_BASE_MEMBERS = (
 def draft_server_args(server_args: ServerArgs) -> ServerArgs:
     """Copy of `server_args` as the draft runner must see them: width = the drafter's block."""
     draft_args = copy.copy(server_args)
-    draft_args.speculative_num_draft_tokens = int(server_args.speculative_dflash_block_size)
+    draft_args.speculative_num_draft_tokens = int(
+        server_args.speculative_dflash_block_size or server_args.speculative_num_draft_tokens
+    )
     # A cached_property computed from the target width would otherwise travel with the copy.
     draft_args.__dict__.pop("max_speculative_num_draft_tokens", None)
     return draft_args

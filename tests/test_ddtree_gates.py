@@ -53,7 +53,7 @@ def test_other_algorithms_are_left_alone():
 def test_defaults_match_dflash_verify_width():
     args = make_args()
     validate_ddtree_server_args(args)
-    assert widths(args) == (7, 7, 8, 8)
+    assert widths(args) == (7, 7, None, 8)  # DFlash's own widths stand untouched
 
 
 @pytest.mark.parametrize("budget, width", [(0, 8), (1, 8), (7, 8), (8, 9), (32, 33)])
@@ -61,7 +61,8 @@ def test_verify_width_is_budget_plus_one_but_never_below_the_block(budget, width
     args = make_args(speculative_ddtree_budget=budget)
     validate_ddtree_server_args(args)
     assert args.speculative_num_draft_tokens == width
-    assert args.speculative_dflash_block_size == 8
+    # The drafter's block is pinned only when the verify grows past it.
+    assert args.speculative_dflash_block_size == (8 if width > 8 else None)
     assert args.speculative_ddtree_topk == budget
 
 
@@ -96,7 +97,7 @@ def test_topk_range(topk):
 def test_budget_zero_is_a_root_only_tree():
     args = make_args(speculative_ddtree_budget=0)
     validate_ddtree_server_args(args)
-    assert widths(args) == (0, 0, 8, 8)
+    assert widths(args) == (0, 0, None, 8)
     with pytest.raises(DDTreeArgumentError, match="no effect with budget 0"):
         validate_ddtree_server_args(make_args(speculative_ddtree_budget=0, speculative_ddtree_topk=3))
 

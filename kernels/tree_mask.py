@@ -107,8 +107,9 @@ def build_tree_mask_torch(parent: torch.Tensor, prefix_lens: torch.Tensor, prefi
     local = pos - starts[req]
     width = lens[req] + n
     row, col = local // width, local % width
+    inside = row < n  # `prefix_lens_sum` may be an upper bound: the tail past the last request
     tree_col = (col - lens[req]).clamp(min=0)
-    return torch.where(col < lens[req], True, anc[req, row, tree_col])
+    return inside & torch.where(col < lens[req], True, anc[req, row.clamp(max=n - 1), tree_col])
 
 
 def ancestor_matrix_torch(parent: torch.Tensor) -> torch.Tensor:
@@ -148,7 +149,11 @@ def pack_tree_mask_torch(parent: torch.Tensor) -> torch.Tensor:
 def build_tree_mask(parent: torch.Tensor, prefix_lens: torch.Tensor,
                     prefix_lens_sum: int | None = None) -> torch.Tensor:
     """Flat bool mask of all requests (layout in the module docstring); Triton on CUDA.
-    Without `prefix_lens_sum` the sum is read from the device (a host sync, not capturable)."""
+
+    `prefix_lens_sum` sizes the output and may be a host-side upper bound of sum(prefix_lens):
+    the requests are packed from the start and the tail past them is padding (False on the torch
+    path, unwritten on CUDA). Without it the sum is read from the device (a sync, not capturable).
+    """
     if prefix_lens_sum is None:
         prefix_lens_sum = int(prefix_lens.sum())
     if parent.is_cuda:

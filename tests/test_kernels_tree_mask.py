@@ -76,3 +76,13 @@ def test_packed_mask(device: str, bs: int, depth: int, budget: int) -> None:
 def test_positions() -> None:
     depth = torch.tensor([[0, 1, 1, 2], [0, 1, 2, 3]])
     assert tree_positions(depth, torch.tensor([10, 0])).tolist() == [[10, 11, 11, 12], [0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mask_sized_by_an_upper_bound_packs_requests_from_the_start(device):
+    parent = torch.tensor([[-1, 0, 0, 1], [-1, 0, 1, 2]], device=device)
+    prefix = torch.tensor([3, 5], device=device)
+    exact = build_tree_mask(parent, prefix, 8)
+    bounded = build_tree_mask(parent, prefix, 8 + 6)  # e.g. host lengths plus one round of lag
+    assert bounded.numel() == exact.numel() + 4 * 6
+    assert torch.equal(bounded[: exact.numel()], exact)

@@ -6,18 +6,11 @@ import hashlib
 
 from ddtree_patch.analyse import SourceText, analyse_file
 from ddtree_patch.dropins import dropin_files
-from ddtree_patch.errors import EngineError
+from ddtree_patch.compiled import check_compiles
 from ddtree_patch.model import FileEdit, Install, Plan
 from ddtree_patch.policy import default_policy
 from ddtree_patch.scan import Progress, ScanResult, scan
 from ddtree_patch.state import pristine_view
-
-
-def check_compiles(path: str, data: bytes) -> None:
-    try:
-        compile(data, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as error:
-        raise EngineError(f"the patched {path} does not compile ({error}): please report this bug") from error
 
 
 def build_plan(install: Install, result: ScanResult | None = None, progress: Progress | None = None) -> Plan:

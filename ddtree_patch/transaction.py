@@ -27,6 +27,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from ddtree_patch import fsio
+from ddtree_patch.compiled import check_compiles
 from ddtree_patch.errors import (
     CorruptState,
     DDTreePatchError,
@@ -122,13 +123,7 @@ def _stage(plan: Plan) -> None:
         except CorruptState as exc:
             raise EngineError(f"the plan names a path outside the package: {path!r}") from exc
         if path.endswith(".py"):
-            try:
-                compile(data, path, "exec", dont_inherit=True)
-            except (SyntaxError, ValueError) as exc:
-                why = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else exc
-                raise EngineError(
-                    f"the patched {path} would not compile ({why}): please report this bug"
-                ) from exc
+            check_compiles(path, data)
 
 
 def _nearest_existing(path: Path) -> Path:

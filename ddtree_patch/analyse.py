@@ -140,32 +140,43 @@ def _members(node: cst.ClassDef) -> frozenset[str]:
     return frozenset(names)
 
 
+@dataclass(frozen=True)
+class _Scope:
+    kind: str  # "class" | "function"
+    node: cst.ClassDef | cst.FunctionDef
+    members: frozenset[str] = frozenset()  # for classes: the names they define
+
+
+@dataclass(frozen=True)
+class _Found:
+    token: Token
+    scope: tuple[str, ...]
+    function: str | None
+    class_members: frozenset[str]
+    function_node: cst.FunctionDef | None  # the enclosing function when it lies inside the chunk
+
+
 class _Finder(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (ParentNodeProvider, PositionProvider)
 
     def __init__(self, chunk: Chunk) -> None:
         super().__init__()
         self.chunk = chunk
-        self.stack: list[tuple[str, str, frozenset[str]]] = []  # (kind, name, members)
-        self.defs: list[cst.CSTNode | None] = []  # the node of each stack entry
-        self.found: list[tuple] = []  # (token, scope, function, class members, function node)
+        self.stack: list[_Scope] = []
+        self.found: list[_Found] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.stack.append(("class", node.name.value, _members(node)))
-        self.defs.append(node)
+        self.stack.append(_Scope("class", node, _members(node)))
 
     def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
         self.stack.pop()
-        self.defs.pop()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._check(node)  # the predicate name belongs to the enclosing scope
-        self.stack.append(("function", node.name.value, frozenset()))
-        self.defs.append(node)
+        self.stack.append(_Scope("function", node))
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.stack.pop()
-        self.defs.pop()
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if not isinstance(node, cst.FunctionDef):
@@ -185,14 +196,27 @@ class _Finder(cst.CSTVisitor):
             token_node = node
         if kind is None:
             return
-        scope = self.chunk.scope + tuple(name for _, name, _ in self.stack)
+        scope = self.chunk.scope + tuple(s.node.name.value for s in self.stack)
         if isinstance(node, cst.FunctionDef):
             scope += (node.name.value,)  # a definition's site is the definition itself
-        inner = next((i for i in range(len(self.stack) - 1, -1, -1) if self.stack[i][0] == "function"), None)
-        function = self.stack[inner][1] if inner is not None else self.chunk.function
-        classes = [members for k, _, members in self.stack if k == "class"]
-        members = classes[-1] if classes else self.chunk.class_members
-        self.found.append((Token(token_node, kind), scope, function, members, self.defs[inner] if inner is not None else None))
+        function = next((s.node for s in reversed(self.stack) if s.kind == "function"), None)
+        classes = [s.members for s in self.stack if s.kind == "class"]
+        self.found.append(_Found(
+            Token(token_node, kind), scope,
+            function.name.value if function is not None else self.chunk.function,
+            classes[-1] if classes else self.chunk.class_members,
+            function,
+        ))
+
+
+def _function_source(node: cst.FunctionDef | None, chunk: Chunk, module: cst.Module, source: SourceText):
+    """Lazily, the text of the function around a token (inside the chunk, or the one around it)."""
+    if node is not None:
+        return lambda: module.code_for_node(node)
+    if chunk.function_lines is not None:
+        first, last = chunk.function_lines
+        return lambda: "".join(source.lines[first - 1:last])
+    return lambda: ""
 
 
 def _wrapper(chunk: Chunk, source: SourceText) -> tuple[str, int] | None:
@@ -248,15 +272,10 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
     parents = wrapper.resolve(ParentNodeProvider)
     positions = wrapper.resolve(PositionProvider)
     edits: dict[cst.CSTNode, tuple[Rule, Context]] = {}
-    outer = chunk.function_lines
-    for token, scope, function, members, function_node in finder.found:
-        if function_node is not None:
-            text = (lambda n=function_node: module.code_for_node(n))
-        elif outer is not None:
-            text = (lambda: "".join(source.lines[outer[0] - 1:outer[1]]))
-        else:
-            text = (lambda: "")
-        ctx = Context(result.path, module, parents, scope, function, members, text)
+    for found in finder.found:
+        token, scope = found.token, found.scope
+        ctx = Context(result.path, module, parents, scope, found.function, found.class_members,
+                      _function_source(found.function_node, chunk, module, source))
         rule, anchor = next(((r, a) for r in rules if (a := r.claim(token, ctx)) is not None), (None, None))
         qualname = ".".join(scope) or "<module>"
         decision, reason = policy.decide(result.path, qualname, rule)

@@ -42,10 +42,6 @@ def is_builtins_help(value: str) -> bool:
     return "Builtins:" in value and has_dflash_word(value)
 
 
-def mentions_dflash(text: str) -> bool:
-    return "dflash" in text.lower()
-
-
 def count_mentions(text: str) -> int:
     return text.lower().count("dflash")
 

@@ -241,3 +241,9 @@ def check_parallelism_and_window(server_args: Any) -> None:
             "DDTREE does not support --speculative-draft-window-size yet (DFlash's compact draft "
             "cache); leave it unset."
         )
+    if getattr(server_args, "speculative_use_block_verification", False):
+        # SGLang's allow-list lets DFLASH (and so DDTREE) through; DDTree replaces that verify.
+        raise DDTreeArgumentError(
+            "DDTREE verifies a tree and does not support --speculative-use-block-verification "
+            "(a chain-verify feature of DFlash's own verify); leave it off."
+        )

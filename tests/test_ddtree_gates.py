@@ -211,3 +211,8 @@ def test_draft_window_is_refused():
 def test_limits_match_the_tree_build():
     tree_build = pytest.importorskip("kernels.tree_build")
     assert (MAX_BUDGET, MAX_DRAFT_DEPTH) == (tree_build.MAX_BUDGET, tree_build.MAX_DEPTH)
+
+
+def test_block_verification_is_refused():
+    with pytest.raises(DDTreeArgumentError, match="--speculative-use-block-verification"):
+        validate_ddtree_server_args(make_args(speculative_use_block_verification=True))

@@ -28,11 +28,12 @@ def audit_tables(report: AuditReport, console: Console) -> None:
         if not rows:
             continue
         table = Table(title=f"{decision.value} ({len(rows)})", title_style=_STYLE[decision], expand=False)
-        for column in ("site", "in", "form", "reason", "rule"):
+        for column in ("site", "in", "form", "decision", "reason", "rule"):
             table.add_column(column, overflow="fold")
         for s in rows:
             mark = " (applied)" if s.applied else ""
-            table.add_row(f"{s.path}:{s.line}", s.qualname, s.form + mark, s.reason, s.rule or "-")
+            table.add_row(f"{s.path}:{s.line}", s.qualname, s.form, s.decision.value + mark, s.reason,
+                          s.rule or "-", style=_STYLE[decision] if decision is Decision.UNHANDLED else None)
         console.print(table)
     data = report.to_json()
     summary = ", ".join(f"{k} {v}" for k, v in data["summary"].items())

@@ -15,6 +15,12 @@ from pathlib import Path
 
 from filelock import FileLock
 
+from ddtree_patch.data.releases import TESTED
+
+# The releases the slow tests install; DDTREE_PATCH_RELEASES (comma-separated) replaces them,
+# e.g. with every release from 0.5.11 on.
+RELEASES = tuple(v for v in os.environ.get("DDTREE_PATCH_RELEASES", ",".join(TESTED)).split(",") if v)
+
 
 def wheel_cache() -> Path:
     path = Path(os.environ.get("DDTREE_PATCH_WHEEL_CACHE", Path.home() / ".cache" / "ddtree-patch" / "wheels"))

@@ -1,23 +1,17 @@
-"""Real SGLang releases from the package index: every site decided, the plan compiles, idempotent.
-
-DDTREE_PATCH_RELEASES (comma-separated) widens the set, e.g. to every release from 0.5.11 on.
-"""
+"""Real SGLang releases from the package index: every site decided, the plan compiles, idempotent."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
 from ddtree_patch.analyse import analyse_file
 from ddtree_patch.audit import audit
-from ddtree_patch.data.releases import TESTED
 from ddtree_patch.locate import from_folder
 from ddtree_patch.plan import build_plan
 from ddtree_patch.policy import default_policy
 from ddtree_patch.sites import Decision
+from tests.sglang_releases import RELEASES
 
-RELEASES = [v for v in os.environ.get("DDTREE_PATCH_RELEASES", ",".join(TESTED)).split(",") if v]
 STRUCTURAL = {"enum-member", "predicate-def", "worker-dispatch", "validation-hook", "server-arg-field"}
 
 pytestmark = pytest.mark.slow

@@ -19,7 +19,7 @@ from ddtree_patch.plan import build_plan
 from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
-from tests.sglang_releases import wheel_cache
+from tests.sglang_releases import RELEASES, wheel_cache
 from tests.txn_helpers import (
     RELEASE_EDITS,
     FaultAt,
@@ -32,7 +32,6 @@ from tests.txn_helpers import (
 
 pytestmark = pytest.mark.slow
 
-RELEASES = ("0.5.11", "0.5.12", "0.5.15", "0.5.23")
 
 
 def _distlib_problems(install):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -17,10 +18,10 @@ from tests.txn_helpers import copy_install, handmade_plan, scratch_dir, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Builds its plan before taking the lock (as the CLI does), waits for the start signal, then
-# applies slowly (10 ms per write) so that the two transactions overlap.
+# Builds its plan before taking the lock (as the CLI does), says it is ready, waits for the start
+# signal, then applies slowly (10 ms per write) so that the two transactions overlap.
 CHILD = """
-import json, sys, time
+import json, os, sys, time
 from pathlib import Path
 from ddtree_patch import fsio
 from ddtree_patch.errors import DDTreePatchError
@@ -31,6 +32,7 @@ from tests.txn_helpers import handmade_plan
 site, go, timeout = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
 install = Install(site, site / "sglang", site / "sglang-0.5.99.dist-info", "0.5.99")
 plan = handmade_plan(install)
+(go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():
     time.sleep(0.002)
 fsio.fault_hook = lambda op, path: time.sleep(0.01)
@@ -54,6 +56,11 @@ def _race(install, tmp_path, timeout):
         )
         for _ in range(2)
     ]
+    # Start both only once both have imported and planned: a slow start must not serialise them.
+    deadline = time.monotonic() + 120
+    while len(list(tmp_path.glob("ready-*"))) < 2:
+        assert time.monotonic() < deadline and all(c.poll() is None for c in children), "a child died"
+        time.sleep(0.01)
     go.touch()
     outcomes = []
     for child in children:

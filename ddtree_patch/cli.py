@@ -35,6 +35,20 @@ app = typer.Typer(
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+def _show_version(value: bool) -> None:
+    if value:
+        out.print(f"ddtree-patch {__version__}", highlight=False)
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+                                 help="Print the tool's version and exit."),
+) -> None:
+    """Add DDTree speculative decoding to an installed SGLang, reversibly."""
+
+
 PythonOpt = typer.Option(None, "--python", help="Patch the SGLang of this interpreter (asked in a subprocess).")
 TargetOpt = typer.Option(None, "--target", help="A site-packages folder, or the sglang package folder itself.")
 StrictOpt = typer.Option(False, "--strict", help="Refuse SGLang releases newer than the newest tested one.")

@@ -103,3 +103,11 @@ def test_unparseable_candidate_fails_the_audit(mini_site):
     report = json.loads(done.stdout)
     assert done.returncode == 1 and not report["ok"]
     assert report["files"]["skipped"][0]["path"] == "broken.py"
+
+
+def test_version_and_help_examples():
+    run = lambda *a: subprocess.run([sys.executable, "-m", "ddtree_patch", *a], capture_output=True, text=True)
+    assert run("--version").stdout.strip().startswith("ddtree-patch ")
+    for verb in ("audit", "apply", "revert", "status"):
+        done = run(verb, "--help")
+        assert done.returncode == 0 and "Example" in done.stdout, verb

@@ -1,4 +1,5 @@
-"""SGLang's own server-arg code, before and after `ddtree-patch apply`, on real releases (CPU).
+"""SGLang's own server-arg code, before and after `ddtree-patch apply`, on real releases (CPU);
+and SGLang's own target-verify attention kernel on a DDTree mask.
 
 The claim under test: a patched SGLang routes `--speculative-algorithm DDTREE` through all of
 DFlash's configuration (same steps, topk, overlap, draft tokens from the draft block size) and
@@ -222,3 +223,19 @@ def test_torchvision_stand_in_satisfies_module_level_imports() -> None:
         [sys.executable, "-c", code], cwd=HELPERS, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) -> None:
+    """The mask the DDTree worker hands SGLang is the one its Triton target-verify kernel reads:
+    SGLang's own extend-attention kernel (interpreted on CPU) on a tree that leaves the
+    first-child chain equals an ancestor-mask reference, and is far from a causal one."""
+    env = {**os.environ, "PYTHONPATH": str(release.site), "PYTHONNOUSERSITE": "1"}
+    done = subprocess.run(
+        [str(release.python), str(HELPERS / "tree_attention_probe.py"), str(REPO)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["off_chain"], "the tree must leave the chain, or causal and tree masks agree"
+    assert report["max_err_tree"] < 1e-4
+    assert report["max_err_causal"] > 1e-2

@@ -1,7 +1,8 @@
 """Run SGLang's own Triton extend-attention kernel (the target-verify path of its triton backend)
 on a DDTree mask from our kernels, under TRITON_INTERPRET=1 on CPU tensors, inside a release venv.
 
-usage: python tree_attention_probe.py REPO_ROOT   (sglang on PYTHONPATH)
+usage: python tree_attention_probe.py REPO_ROOT [cuda]   (sglang on PYTHONPATH; `cuda` runs the
+compiled kernels on the GPU instead of the interpreter)
 Prints JSON: the largest difference of SGLang's output from an ancestor-mask reference and from
 a causal-mask reference, and whether the tree leaves the first-child chain (so they can differ).
 """
@@ -12,7 +13,9 @@ import json
 import os
 import sys
 
-os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
+DEVICE = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+if DEVICE == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
 sys.path.insert(0, sys.argv[1])
 
 import torch  # noqa: E402
@@ -42,6 +45,7 @@ def _reference(q, k_prefix, v_prefix, k_tree, v_tree, visible, scale):
 
 def main() -> None:
     torch.manual_seed(0)
+    torch.set_default_device(DEVICE)
     bs, depth, vocab, budget = 2, 4, 24, 9
     heads, kv_heads, dim = 4, 2, 32
     n = budget + 1
@@ -62,7 +66,7 @@ def main() -> None:
     extend_attention_fwd(q, k_tree, v_tree, out, k_buffer, v_buffer, qo_indptr, kv_indptr, kv_indices,
                          mask, True, mask_indptr, n, 1.0, 1.0, sm_scale=scale)
     ancestors = ancestor_matrix_torch(tree.parent)
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    causal = torch.ones(n, n, dtype=torch.bool).tril()  # on the default device
     err_tree, err_causal = 0.0, 0.0
     for b in range(bs):
         rows, kv = slice(b * n, (b + 1) * n), slice(int(kv_indptr[b]), int(kv_indptr[b + 1]))
@@ -70,7 +74,8 @@ def main() -> None:
         err_tree = max(err_tree, float((out[rows] - _reference(*args, ancestors[b], scale)).abs().max()))
         err_causal = max(err_causal, float((out[rows] - _reference(*args, causal, scale)).abs().max()))
     off_chain = bool((tree.parent[:, 2:] != torch.arange(1, n - 1)).any())
-    print(json.dumps({"max_err_tree": err_tree, "max_err_causal": err_causal, "off_chain": off_chain}))
+    print(json.dumps({"device": DEVICE, "max_err_tree": err_tree, "max_err_causal": err_causal,
+                      "off_chain": off_chain}))
 
 
 if __name__ == "__main__":

@@ -11,9 +11,12 @@ SOURCES = {"patches": DROPIN_ROOT, "kernels": f"{DROPIN_ROOT}/kernels"}
 
 
 def _source_dir(name: str) -> Path:
+    """An installed wheel carries them as ddtree_patch/<name>; a checkout (or editable install)
+    has them beside the package. The wheel layout is tried first: in site-packages, a folder
+    beside the package is some other distribution's."""
     here = Path(__file__).resolve().parent
-    checkout = here.parent / name  # a source checkout or an editable install
-    return checkout if checkout.is_dir() else here / name  # an installed wheel
+    installed = here / name
+    return installed if installed.is_dir() else here.parent / name
 
 
 def dropin_files() -> list[AddedFile]:

@@ -279,7 +279,8 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
         rule, anchor = next(((r, a) for r in rules if (a := r.claim(token, ctx)) is not None), (None, None))
         qualname = ".".join(scope) or "<module>"
         decision, reason = policy.decide(result.path, qualname, rule)
-        if rule is not None and anchor is not None and decision in (Decision.WIDEN, Decision.EDIT):
+        applied = bool(rule and anchor is not None and rule.applied(anchor, ctx))
+        if rule is not None and anchor is not None and decision in (Decision.WIDEN, Decision.EDIT) and not applied:
             edits.setdefault(anchor, (rule, ctx))
         position = positions[token.node].start
         line = position.line - depth + chunk.start - 1
@@ -288,7 +289,7 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
             kind=token.kind.value, form=rule.form if rule else "unmatched",
             rule=rule.id if rule else "", decision=decision, reason=reason,
             snippet=source.lines[line - 1].strip()[:160],
-            applied=bool(rule and anchor is not None and rule.applied(anchor, ctx)),
+            applied=applied,
         ))
     if len(finder.found) != chunk.tokens:
         result.sites.append(Site(

@@ -59,8 +59,6 @@ class ArgparseFlag(Rule):
         return f'"{_flag(FIELDS[0][0])}"' in (ctx.function_source() or ctx.code(ctx.module))
 
     def rewrite(self, original, updated, ctx):
-        if self.applied(original, ctx):
-            return updated
         parser = ctx.code(original.body[0].value.func.value)
         flags = [
             ctx.statement((_BOOL_FLAG if type_ == "bool" else _INT_FLAG).format(

@@ -65,7 +65,8 @@ class Rule:
         raise NotImplementedError
 
     def applied(self, anchor: cst.CSTNode, ctx: Context) -> bool:
-        """The rewrite is already in place (so applying again changes nothing)."""
+        """The rewrite is already in place: the engine then does not call `rewrite` (idempotence
+        lives here, once, not in each rewrite)."""
         return False
 
     def rewrite(self, original: cst.CSTNode, updated: cst.CSTNode, ctx: Context) -> Rewritten:

@@ -42,6 +42,4 @@ class BuiltinsHelp(Rule):
         return tk.TWIN_MEMBER in anchor.value
 
     def rewrite(self, original, updated, ctx):
-        if self.applied(original, ctx):
-            return updated
         return updated.with_changes(value=_WORD.sub(f"DFLASH, {tk.TWIN_MEMBER}", updated.value, count=1))

@@ -70,8 +70,6 @@ class CreateWorker(Rule):
         return f".{tk.TWIN_PREDICATE}()" in ctx.function_source()
 
     def rewrite(self, original, updated, ctx):
-        if self.applied(original, ctx):
-            return updated
         param = _SERVER_ARGS_PARAM.search(ctx.function_source())
         server_args = param.group(1) if param else "server_args"
         receiver = ctx.code(original.test.func.value)

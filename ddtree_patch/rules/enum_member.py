@@ -49,7 +49,5 @@ class EnumMember(Rule):
         return tk.TWIN_MEMBER in ctx.class_members
 
     def rewrite(self, original, updated, ctx):
-        if self.applied(original, ctx):
-            return updated
         sibling = twin(original).with_changes(leading_lines=[], trailing_whitespace=cst.TrailingWhitespace())
         return cst.FlattenSentinel([updated, sibling])

@@ -52,8 +52,6 @@ class PredicateDef(Rule):
         return anchor.name.value != "is_dflash" or tk.TWIN_PREDICATE in ctx.class_members
 
     def rewrite(self, original, updated, ctx):
-        if self.applied(original, ctx):
-            return updated
         sibling = twin(original).visit(_Rename())
         if not sibling.leading_lines:  # the blank line above the original lies outside the chunk
             sibling = sibling.with_changes(leading_lines=[cst.EmptyLine(indent=False)])

@@ -70,8 +70,6 @@ class ServerArgField(Rule):
         return FIELDS[0][0] in ctx.class_members
 
     def rewrite(self, original, updated, ctx):
-        if self.applied(original, ctx):
-            return updated
         alias = _annotated_alias(original.body[0].annotation.annotation)
         lines = []
         for name, type_, default, help_ in FIELDS:

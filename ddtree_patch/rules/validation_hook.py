@@ -15,7 +15,7 @@ from ddtree_patch import tokens as tk
 from ddtree_patch.rules._twin import is_dflash_operand
 from ddtree_patch.rules.base import Context, Rule, Token
 from ddtree_patch.rules.equality import widen_equality
-from ddtree_patch.rules.membership import widen_collection
+from ddtree_patch.rules.membership import has_any_twin, widen_collection
 from ddtree_patch.sites import Decision
 
 DFLASH_HANDLER = "_handle_dflash"
@@ -47,6 +47,19 @@ def _test_names_dflash(test: cst.BaseExpression) -> bool:
             is_dflash_operand(e.value) for e in collection.elements
         )
     return False
+
+
+def _test_widened(test: cst.BaseExpression) -> bool:
+    """`.is_dflash()` (widened at its definition) or membership that already names the twin."""
+    if isinstance(test, cst.Call):
+        return True
+    target = test.comparisons[0]
+    collection = target.comparator
+    return (
+        isinstance(target.operator, (cst.In, cst.NotIn))
+        and isinstance(collection, (cst.Tuple, cst.List, cst.Set))
+        and has_any_twin(collection)
+    )
 
 
 class ValidationHook(Rule):
@@ -103,7 +116,7 @@ class ValidationHook(Rule):
         return None
 
     def applied(self, anchor, ctx):
-        return bool(m.findall(anchor.body, m.Name(HOOK)))
+        return bool(m.findall(anchor.body, m.Name(HOOK))) and _test_widened(anchor.test)
 
     def rewrite(self, original, updated, ctx):
         test = updated.test
@@ -115,7 +128,7 @@ class ValidationHook(Rule):
                                                 updated.test.comparisons[0].comparator))])
             else:
                 test = widen_equality(original.test, updated.test)
-        if self.applied(original, ctx):
+        if m.findall(original.body, m.Name(HOOK)):  # hooked by hand or earlier: widen the test only
             return updated.with_changes(test=test)
         handler = _handler_call(original)
         server_args = ctx.code(handler.args[0].value) if handler is not None and handler.args else "self"

@@ -68,6 +68,18 @@ def _walk(package_dir: Path):
                     yield entry
 
 
+def _write_json(path: Path, data) -> bool:
+    """Atomically (temp file + rename, so a concurrent reader never sees half); False if unwritable."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        return False
+    return True
+
+
 class _Cache:
     def __init__(self, root: Path | None, package_dir: Path) -> None:
         self.root = root
@@ -99,24 +111,13 @@ class _Cache:
         path = self.result_path(rel, sha)
         if path is None:
             return
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(result.to_json()))
-            os.replace(tmp, path)
-        except OSError:
+        if not _write_json(path, result.to_json()):
             self.root = None  # an unwritable cache is no cache, not an error
 
     def save_index(self) -> None:
         if not self.index_path:
             return
-        try:
-            self.index_path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.index_path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(self.index))
-            os.replace(tmp, self.index_path)
-        except OSError:
-            pass
+        _write_json(self.index_path, self.index)
 
 
 def _candidates(install: Install, cache: _Cache) -> tuple[list[tuple[str, str, bytes | None]], int]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 from ddtree_patch.analyse import SourceText, analyse_file
 from ddtree_patch.dropins import dropin_files
 from ddtree_patch.compiled import check_compiles
@@ -26,7 +24,7 @@ def build_plan(install: Install, result: ScanResult | None = None, progress: Pro
             continue
         before = view.read(file.path)
         after = SourceText.decode(before).encode(file.replacements)
-        if hashlib.sha256(before).hexdigest() == hashlib.sha256(after).hexdigest():
+        if before == after:
             continue
         check_compiles(file.path, after)
         plan.edits.append(FileEdit(file.path, before, after))

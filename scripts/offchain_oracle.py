@@ -45,7 +45,7 @@ ALPHA = 8.0  # token embedding scale
 GAMMA = 8.0  # previous-token write scale
 NORM_IN = 1.0 / 32.0  # input_layernorm weight: RMSNorm(ALPHA e_x) * NORM_IN = e_x (HIDDEN = 1024)
 TARGET_THETA, TARGET_PAIRS, TARGET_QK_GAIN = 10.0, tuple(range(8)), 3.5
-DRAFT_THETA, DRAFT_PAIRS, DRAFT_CONST_PAIR, DRAFT_QK_GAIN = 1e6, tuple(range(4)), 31, 7.0
+DRAFT_THETA, DRAFT_PAIRS, DRAFT_CONST_PAIR, DRAFT_QK_GAIN = 1e6, tuple(range(4)), 31, 8.0
 FILLER_DIMS = (56, 57, 58, 59)  # draft-output dims that only set the RMS (token ids never used)
 RANK_PROBS = (0.45, 0.4, 0.15)  # how often the true token is the draft's 1st / 2nd / 3rd choice
 SEED = 20261201
@@ -83,17 +83,70 @@ class Row:
     true_rank: int
 
 
-@lru_cache(maxsize=1)
-def _plan() -> tuple[torch.Tensor, torch.Tensor]:
-    """Seeded per (ring bonus, depth): the true token's rank and the three candidate logits."""
-    g = torch.Generator().manual_seed(SEED)
-    ranks = torch.multinomial(torch.tensor(RANK_PROBS), RING * DEPTHS, replacement=True, generator=g)
-    eighths = torch.randint(0, 8, (RING * DEPTHS, 3), generator=g).double() / 8
+MAX_BUDGET_CHECKED = 64
+TIE_TOLERANCE = 1e-3  # far above the lse rounding differences between Triton and torch (~1e-6)
+
+
+def _draw_rows(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One bonus's rows: the true token's rank per depth and the three candidate logits (exact
+    multiples of 1/8, so bf16-exact and their squares sum to a multiple of 1/64)."""
+    ranks = torch.multinomial(torch.tensor(RANK_PROBS), DEPTHS, replacement=True, generator=g)
+    eighths = torch.randint(0, 8, (DEPTHS, 3), generator=g).double() / 8
     top = 6.0 + eighths[:, 0]  # 6 .. 6.875
     second = top - (0.5 + 2 * eighths[:, 1])  # gap 0.5 .. 2.25
     third = second - (0.25 + eighths[:, 2])  # gap 0.25 .. 1.125
-    logits = torch.stack([top, second, third], dim=1)
-    return ranks.view(RING, DEPTHS), logits.view(RING, DEPTHS, 3)
+    return ranks, torch.stack([top, second, third], dim=1)
+
+
+def _best_scores(lp: list[list[float]], k: int, count: int) -> list[float]:
+    """The `count` best prefix scores (sums of per-depth log-probs, ranks < k), best first."""
+    import heapq
+
+    heap = [(-lp[0][0], 0, 0, 0.0)]  # (-score, depth index, rank, parent score)
+    out = []
+    while heap and len(out) < count:
+        neg, d, r, parent = heapq.heappop(heap)
+        out.append(-neg)
+        if r + 1 < min(k, len(lp[d])):
+            heapq.heappush(heap, (-(parent + lp[d][r + 1]), d, r + 1, parent))
+        if d + 1 < len(lp):
+            heapq.heappush(heap, (neg - lp[d + 1][0], d + 1, 0, -neg))
+    return out
+
+
+def ambiguous_budgets(ranks: torch.Tensor, logits: torch.Tensor) -> list[int]:
+    """Budgets (1..MAX_BUDGET_CHECKED) at which a true-path prefix scores within TIE_TOLERANCE of
+    the tree's cut-off: there, rounding alone would decide the accepted length."""
+    lp = []
+    for row in logits.tolist():
+        lse = math.log(sum(math.exp(v) for v in row) + (VOCAB - len(row)))
+        lp.append([v - lse for v in row] + [-lse] * (MAX_BUDGET_CHECKED - len(row)))
+    true_scores = [sum(lp[d][int(ranks[d])] for d in range(n)) for n in range(1, DEPTHS + 1)]
+    bad = []
+    for budget in range(1, MAX_BUDGET_CHECKED + 1):
+        best = _best_scores(lp, budget, budget + 1)
+        if len(best) <= budget:
+            continue
+        low, high = best[budget - 1] - TIE_TOLERANCE, best[budget] + TIE_TOLERANCE
+        if any(low <= t <= high for t in true_scores):
+            bad.append(budget)
+    return bad
+
+
+@lru_cache(maxsize=1)
+def _plan() -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded per (ring bonus, depth): the true token's rank and the three candidate logits. A
+    bonus whose rows leave a true-path prefix on a tie at some budget's cut-off is drawn again."""
+    g = torch.Generator().manual_seed(SEED)
+    ranks, logits = torch.zeros(RING, DEPTHS, dtype=torch.int64), torch.zeros(RING, DEPTHS, 3, dtype=torch.float64)
+    for b in range(RING):
+        for _ in range(100):
+            ranks[b], logits[b] = _draw_rows(g)
+            if not ambiguous_budgets(ranks[b], logits[b]):
+                break
+        else:
+            raise RuntimeError(f"no tie-free draft rows for ring bonus {RING_START + b} in 100 draws")
+    return ranks, logits
 
 
 def plan_row(bonus: int, depth: int) -> Row:

@@ -1,0 +1,68 @@
+"""Load the off-chain oracle's files with real libraries (inside a release's CPU venv): the target with
+transformers' own Qwen3ForCausalLM, the draft config with SGLang's own DFlash config parser.
+
+usage: python oracle_probe.py MODELS_DIR CASE_JSON   (sglang on PYTHONPATH)
+CASE_JSON: {"prompts": [[ids]], "max_new": n, "tree": {"context": [ids], "tokens": [ids], "parent": [..],
+            "depth": [..]}}  (tree node 0 = the root, i.e. the bonus token after the context)
+Prints JSON: greedy outputs, the argmax at every tree node under the ancestor mask and under a
+causal mask in node order, and the parsed DFlash draft config.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, Qwen3ForCausalLM
+
+
+def tree_argmax(model, context: list[int], tree: dict, ancestor: bool) -> list[int]:
+    n, prefix = len(tree["tokens"]), len(context)
+    visible = torch.zeros(n, n, dtype=torch.bool)
+    for i in range(n):
+        if ancestor:
+            j = i
+            while j >= 0:
+                visible[i, j] = True
+                j = tree["parent"][j]
+        else:
+            visible[i, : i + 1] = True
+    full = torch.zeros(prefix + n, prefix + n, dtype=torch.bool)
+    full[:prefix, :prefix] = torch.ones(prefix, prefix, dtype=torch.bool).tril()
+    full[prefix:, :prefix] = True
+    full[prefix:, prefix:] = visible
+    mask = torch.where(full, 0.0, float("-inf")).to(torch.bfloat16)[None, None]
+    ids = torch.tensor([context + tree["tokens"]])
+    positions = torch.tensor([list(range(prefix)) + [prefix + d for d in tree["depth"]]])
+    with torch.no_grad():
+        logits = model(ids, attention_mask=mask, position_ids=positions).logits[0, prefix:]
+    return logits.argmax(-1).tolist()
+
+
+def main() -> None:
+    models, case = Path(sys.argv[1]), json.loads(sys.argv[2])
+    model = Qwen3ForCausalLM.from_pretrained(models / "target_offchain", dtype=torch.bfloat16,
+                                             attn_implementation="eager").eval()
+    outputs = []
+    for prompt in case["prompts"]:
+        ids = torch.tensor([prompt])
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=case["max_new"],
+                             do_sample=False, pad_token_id=0)
+        outputs.append(out[0, len(prompt):].tolist())
+    tree = case["tree"]
+    from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
+
+    parsed = parse_dflash_draft_config(draft_hf_config=AutoConfig.from_pretrained(models / "draft_offchain"))
+    print(json.dumps({
+        "outputs": outputs,
+        "tree_ancestor": tree_argmax(model, tree["context"], tree, ancestor=True),
+        "tree_causal": tree_argmax(model, tree["context"], tree, ancestor=False),
+        "draft": {"block_size": parsed.resolve_block_size(default=None), "mask_token_id": parsed.mask_token_id,
+                  "target_layer_ids": parsed.resolve_target_layer_ids(target_num_layers=4, draft_num_layers=2)},
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,11 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, Qwen3ForCausalLM
+import torchvision_stand_in  # beside this file
+
+torchvision_stand_in.install()  # before transformers and SGLang look for torchvision; the venv has none
+
+from transformers import AutoConfig, Qwen3ForCausalLM  # noqa: E402
 
 
 def tree_argmax(model, context: list[int], tree: dict, ancestor: bool) -> list[int]:
@@ -52,6 +56,7 @@ def main() -> None:
                              do_sample=False, pad_token_id=0)
         outputs.append(out[0, len(prompt):].tolist())
     tree = case["tree"]
+    import sglang.srt.server_args  # noqa: F401 - first, as SGLang itself imports it (avoids an import cycle)
     from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
 
     parsed = parse_dflash_draft_config(draft_hf_config=AutoConfig.from_pretrained(models / "draft_offchain"))

@@ -8,7 +8,7 @@ back through a previous-token attention head (RoPE), so a tree node sees the rig
 through its parent: a wrong tree mask or a wrong KV move changes its output.
   hidden = 1024 = token one-hot (dims 0..511, scale ALPHA) + previous-token one-hot (dims 512..1023,
   written by layer 0's attention, scale GAMMA); lm_head reads only the second half; layers 1..3 and
-  every MLP are zero. Correct logit ~22.6, every other logit exactly 0.
+  every MLP are zero. Correct logit 22.6, every other logit 0 (attention leaks < 1e-9).
 
 Draft (SGLang's DFlashDraftModel: layers over `[bonus, MASK x 7]` embeddings, attending to the
 context KV that it builds from the target's hidden features, then the target's lm_head): `fc` is
@@ -46,7 +46,7 @@ GAMMA = 8.0  # previous-token write scale
 NORM_IN = 1.0 / 32.0  # input_layernorm weight: RMSNorm(ALPHA e_x) * NORM_IN = e_x (HIDDEN = 1024)
 TARGET_THETA, TARGET_PAIRS, TARGET_QK_GAIN = 10.0, tuple(range(8)), 3.5
 DRAFT_THETA, DRAFT_PAIRS, DRAFT_CONST_PAIR, DRAFT_QK_GAIN = 1e6, tuple(range(4)), 31, 8.0
-FILLER_DIMS = (56, 57, 58, 59)  # draft-output dims that only set the RMS (token ids never used)
+FILLER_DIMS = (56, 57, 58, 59)  # token-half dims of the draft output: set its RMS, unread by the lm_head
 RANK_PROBS = (0.45, 0.4, 0.15)  # how often the true token is the draft's 1st / 2nd / 3rd choice
 SEED = 20261201
 

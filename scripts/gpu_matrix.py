@@ -169,9 +169,12 @@ def offchain_expectations(cfgs: list[dict]) -> tuple[dict[str, dict], str | None
     try:
         import offchain_judge
 
-        return offchain_judge.expectations([c for c in cfgs if c.get("suite") == "offchain"]), None
+        expected = offchain_judge.expectations([c for c in cfgs if c.get("suite") == "offchain"])
     except Exception as e:  # noqa: BLE001 - reported in every off-chain row
         return {}, f"analytic acceptance failed: {type(e).__name__}: {e}"
+    print("[analytic] off-chain accepted tokens / round: "
+          + ", ".join(f"{name} {e['mean']}" for name, e in expected.items()), flush=True)
+    return expected, None
 
 
 def summarise(cfgs: list[dict], results: dict[str, dict],

@@ -184,12 +184,12 @@ def summarise(cfgs: list[dict], results: dict[str, dict],
     expected, expected_error = offchain if offchain is not None else offchain_expectations(cfgs)
     if expected_error:
         print(expected_error, flush=True)
+    if any(c.get("suite") == "offchain" for c in cfgs):
+        import offchain_judge  # torch + the repo's kernels: only when the off-chain suite runs
     for cfg in cfgs:
         name = cfg["name"]
         res = results.get(name, {"ok": False, "error": "not run (deadline)"})
         if cfg.get("suite") == "offchain":
-            import offchain_judge
-
             if cfg["algo"] == "NONE":
                 rows[name] = offchain_judge.judge_reference(cfg, res)
             else:
@@ -224,8 +224,6 @@ def summarise(cfgs: list[dict], results: dict[str, dict],
                       f"DFLASH {d['spec_accept_length']}, DDTREE {t['spec_accept_length']}."]
     offchain = {c["name"]: rows[c["name"]] for c in cfgs if c.get("suite") == "offchain"}
     if offchain:
-        import offchain_judge
-
         lines += offchain_judge.table(offchain, OFFCHAIN["max_new"], len(OFFCHAIN["prompts"]))
     for name, row in rows.items():
         if row.get("error"):

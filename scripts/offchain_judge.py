@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 from offchain_oracle import continuation
-from oracle_acceptance import expected_acceptance
 
 ACCEPT_TOLERANCE = 0.02
 
@@ -36,6 +35,8 @@ def _mean(values: list[float | None]) -> float | None:
 
 def expectations(cfgs: list[dict]) -> dict[str, dict]:
     """Analytic acceptance per config name (DFLASH / DDTREE rows only)."""
+    from oracle_acceptance import expected_acceptance  # the repo's kernels (Triton import)
+
     out = {}
     for cfg in cfgs:
         if cfg["algo"] in ("DFLASH", "DDTREE"):

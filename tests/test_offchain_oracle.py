@@ -247,3 +247,7 @@ def test_written_files_load_in_transformers_and_sglang(tmp_path: Path, release_s
     assert report["tree_causal"] != want
     assert report["draft"] == {"block_size": oracle.BLOCK, "mask_token_id": MASK_ID,
                                "target_layer_ids": oracle.CAPTURE_LAYERS}
+    assert report["key_mismatch"] == {"target_missing": [], "target_unused": [], "draft_missing": [], "draft_unused": []}
+    heads = [oracle.HIDDEN, oracle.HEADS, oracle.HEADS, oracle.HEAD_DIM]
+    assert report["sglang_model_config"] == {"target": ["Qwen3ForCausalLM", *heads, oracle.VOCAB],
+                                             "draft": ["DFlashDraftModel", *heads, oracle.DRAFT_LAYERS]}

@@ -45,6 +45,24 @@ def tree_argmax(model, context: list[int], tree: dict, ancestor: bool) -> list[i
     return logits.argmax(-1).tolist()
 
 
+def key_mismatch(models: Path, target: Qwen3ForCausalLM) -> dict[str, list[str]]:
+    """Checkpoint names nobody would load, or parameters nobody would set: the target against
+    transformers' Qwen3, the draft against its Qwen3 layers (DFlash's `layers.*` + `norm`) plus
+    DFlash's own `fc` and `hidden_norm`, as SGLang's DFlashDraftModel names them."""
+    from safetensors import safe_open
+
+    def names(folder: str) -> set[str]:
+        with safe_open(str(models / folder / "model.safetensors"), "pt") as f:
+            return set(f.keys())
+
+    draft_like = Qwen3ForCausalLM(AutoConfig.from_pretrained(models / "draft_offchain"))
+    draft_want = {k[len("model."):] for k in draft_like.state_dict() if k.startswith("model.layers.")}
+    draft_want |= {"norm.weight", "fc.weight", "hidden_norm.weight"}
+    target_want, target_got, draft_got = set(target.state_dict()), names("target_offchain"), names("draft_offchain")
+    return {"target_missing": sorted(target_want - target_got), "target_unused": sorted(target_got - target_want),
+            "draft_missing": sorted(draft_want - draft_got), "draft_unused": sorted(draft_got - draft_want)}
+
+
 def main() -> None:
     models, case = Path(sys.argv[1]), json.loads(sys.argv[2])
     model = Qwen3ForCausalLM.from_pretrained(models / "target_offchain", dtype=torch.bfloat16,
@@ -59,8 +77,18 @@ def main() -> None:
     import sglang.srt.server_args  # noqa: F401 - first, as SGLang itself imports it (avoids an import cycle)
     from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
 
+    from sglang.srt.configs.model_config import ModelConfig
+
     parsed = parse_dflash_draft_config(draft_hf_config=AutoConfig.from_pretrained(models / "draft_offchain"))
+    target_cfg = ModelConfig(str(models / "target_offchain"))
+    draft_cfg = ModelConfig(str(models / "draft_offchain"), is_draft_model=True)
     print(json.dumps({
+        "key_mismatch": key_mismatch(models, model),
+        "sglang_model_config": {
+            "target": [target_cfg.hf_config.architectures[0], target_cfg.hidden_size, target_cfg.num_attention_heads,
+                       target_cfg.get_total_num_kv_heads(), target_cfg.head_dim, target_cfg.vocab_size],
+            "draft": [draft_cfg.hf_config.architectures[0], draft_cfg.hidden_size, draft_cfg.num_attention_heads,
+                      draft_cfg.get_total_num_kv_heads(), draft_cfg.head_dim, draft_cfg.num_hidden_layers]},
         "outputs": outputs,
         "tree_ancestor": tree_argmax(model, tree["context"], tree, ancestor=True),
         "tree_causal": tree_argmax(model, tree["context"], tree, ancestor=False),

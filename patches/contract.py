@@ -7,7 +7,7 @@ own source (`ast`, importing nothing: it runs in a CPU tree without torch as wel
 and checks one adapter class against its base:
 - every method the adapter overrides accepts every parameter the base's method takes, with the
   same optionality, and requires nothing the base does not;
-- every call of `model_worker.<entry>` in the scheduler's modules (`srt/managers/`) binds to the
+- every call of `model_worker.<entry>` (the adapter's receiver) in the scheduler's modules (`srt/managers/`) binds to the
   adapter's entry point: its positional count and every keyword, including the keys of a
   `**kwargs` dict built in the calling function;
 - every base method the adapter calls (`self.x(...)` it does not define, `super().x(...)`) exists
@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 CALLER_DIR = "sglang/srt/managers"  # modules that call the speculative worker's entry point
-CALLER_RECEIVER = "model_worker"  # the scheduler's attribute holding the speculative worker
 
 
 @dataclass(frozen=True)
@@ -37,6 +36,7 @@ class Adapter:
     base_module: str
     base_name: str
     entry: str = "forward_batch_generation"
+    receiver: str = "model_worker"  # the scheduler's attribute holding the speculative worker
 
 
 V2 = Adapter(
@@ -314,10 +314,10 @@ def _kwargs_keys(function: ast.AST, name: str) -> tuple[set[str], str | None]:
     return keys, None
 
 
-def caller_sites(root: Path, entry: str) -> list[CallSite]:
-    """Every `<...>.model_worker.<entry>(...)` call in the scheduler's modules."""
+def caller_sites(root: Path, entry: str, receiver: str) -> list[CallSite]:
+    """Every `<...>.<receiver>.<entry>(...)` call in the scheduler's modules."""
     sites = []
-    needle = f"{CALLER_RECEIVER}.{entry}"
+    needle = f"{receiver}.{entry}"
     for path in sorted((root / CALLER_DIR).rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         if needle not in text:
@@ -329,7 +329,7 @@ def caller_sites(root: Path, entry: str) -> list[CallSite]:
             for call in ast.walk(function):
                 if not (
                     isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == entry
-                    and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == CALLER_RECEIVER
+                    and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == receiver
                 ):
                     continue
                 where = f"{path.relative_to(root).as_posix()}:{call.lineno}"
@@ -370,9 +370,10 @@ def _self_reads(adapter: ClassInfo) -> dict[str, int]:
     """`self.x` read in the adapter's methods -> first line."""
     out: dict[str, int] = {}
     for fn in adapter.methods.values():
+        called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}  # checked as calls
         for node in ast.walk(fn):
             if (
-                isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                id(node) not in called and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
                 and isinstance(node.value, ast.Name) and node.value.id == "self"
             ):
                 out.setdefault(node.attr, node.lineno)
@@ -400,9 +401,9 @@ def problems(adapter: Adapter, root: Path) -> list[str]:
         found.append(f"{adapter.name} does not define {adapter.entry}")
     else:
         entry = Signature.of(mine.methods[adapter.entry])
-        sites = caller_sites(root, adapter.entry)
+        sites = caller_sites(root, adapter.entry, adapter.receiver)
         if not sites:
-            found.append(f"no call of `{CALLER_RECEIVER}.{adapter.entry}` in {CALLER_DIR}: the scheduler's call moved")
+            found.append(f"no call of `{adapter.receiver}.{adapter.entry}` in {CALLER_DIR}: the scheduler's call moved")
         for site in sites:
             if site.unresolved:
                 found.append(f"scheduler call at {site.where}: cannot read its keywords ({site.unresolved})")

@@ -32,6 +32,14 @@ class _Any(metaclass=_AnyMeta):
     def __call__(self, *args: object, **kwargs: object) -> "_Any":
         return self
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: object, handler: object) -> object:
+        """A stand-in used as a field type of a pydantic model (xgrammar's `StructuralTag` in
+        0.5.18's request protocol) validates anything."""
+        from pydantic_core import core_schema
+
+        return core_schema.any_schema()
+
     def __getattr__(self, name: str) -> type:
         if name.startswith("__"):
             raise AttributeError(name)

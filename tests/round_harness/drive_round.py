@@ -46,8 +46,12 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
         def move_kv_cache(self, tgt, src):
             w.kv[tgt] = w.kv[src].clone()
 
-    w.target_worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(
+    target = types.SimpleNamespace(model_runner=types.SimpleNamespace(
         attn_backend=object(), token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=KVCache)))
+    if isinstance(getattr(type(w), "target_worker", None), property):  # real DFlashWorkerV2
+        w._target_worker = target
+    else:
+        w.target_worker = target
 
     def draft_logits(batch, draft_input, bound):
         # The right token (the target's greedy chain) is ranked first at most depths but second,

@@ -25,11 +25,12 @@ sys.path[:0] = [str(HERE.parent / "cpu_serverargs"), str(HERE)]
 
 import torchvision_stand_in  # noqa: E402
 
-STAND_IN_MODULES = ("setproctitle", "uvicorn", "fastapi")  # imported by scheduler.py, unused by run_batch
+STAND_IN_MODULES = ("setproctitle", "uvicorn", "fastapi", "xgrammar")  # imported with scheduler.py, unused by run_batch
 torchvision_stand_in.install(STAND_IN_MODULES)
 
 import torch  # noqa: E402
 
+from sglang.srt.layers.logits_processor import LogitsProcessorOutput  # noqa: E402
 from sglang.srt.managers import scheduler as scheduler_module  # noqa: E402
 from sglang.srt.managers.schedule_batch import ScheduleBatch  # noqa: E402
 from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
@@ -75,6 +76,9 @@ class FutureMap:
         self.published.append(new_seq_lens.clone())
 
     def resolve_seq_lens_cpu(self, batch, *args, **kwargs):
+        pass
+
+    def stash(self, future_indices, payload):  # the next round's inputs, relayed on the GPU
         pass
 
 
@@ -134,6 +138,21 @@ def drive(overlap: bool) -> dict:
     worker = drive_round.make_worker(7, 7)
     # The real DFlash state the scheduler carries between rounds, and the real host-length bound.
     del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
+    verify = worker._verify
+
+    def real_logits_output(*args):  # the target forward stays a stand-in; its output type is real
+        out, can_run_cuda_graph = verify(*args)
+        return LogitsProcessorOutput(next_token_logits=out.next_token_logits, hidden_states=out.hidden_states), can_run_cuda_graph
+
+    worker._verify = real_logits_output
+    keywords: set[str] = set()
+    entry = worker.forward_batch_generation
+
+    def recording_entry(*args, **kwargs):  # records, then calls the real entry with the same call
+        keywords.update(kwargs)
+        return entry(*args, **kwargs)
+
+    worker.forward_batch_generation = recording_entry
     scheduler = SchedulerUnderTest(worker, overlap)
     prefix = torch.tensor([10, 20, 30])
     bonus = drive_round.successor(torch.tensor([5, 290, 299]))
@@ -155,6 +174,7 @@ def drive(overlap: bool) -> dict:
         "equal_to_greedy": outputs == greedy,
         "tokens_per_round": sum(len(o) - 1 for o in outputs) / (len(prefix) * ROUNDS),
         "published": len(scheduler.future_map.published),
+        "keywords": sorted(keywords),
         "final_seq_lens": batch.seq_lens.tolist(),
         "expected_seq_lens": [int(p) + len(o) - 1 for p, o in zip(prefix, outputs)],
     }

@@ -57,6 +57,7 @@ from sglang.srt.speculative.ddtree.kernels import (
     gather_accepted,
     posterior_tokens,
 )
+from sglang.srt.speculative.ddtree.server_args import _resolved as resolved_view
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
@@ -69,14 +70,12 @@ _WIDTH_SOURCE = "ddtree: draft runner width"
 
 
 def draft_server_args(server_args: ServerArgs, block: int) -> ServerArgs:
-    """`server_args` as the draft runner must see them: width = the drafter's block.
+    """A private copy of `server_args` as the draft runner must see them: width = the block.
 
-    The same object when the widths agree; otherwise a private copy. From 0.5.17 a resolved
-    ServerArgs refuses assignment (it is the process-wide record); the copy is not that record, so
-    it is written through the class's own base setter, which the record's guard itself calls.
+    From 0.5.17 a resolved ServerArgs refuses assignment (it is the process-wide record); the copy
+    is not that record, so it is written through the class's own base setter, which the record's
+    guard itself calls. (0.5.19+ workers read the width from `get_spec()`: see `published_width`.)
     """
-    if server_args.speculative_num_draft_tokens == block:
-        return server_args
     draft_args = copy.copy(server_args)
     # A cached_property computed from the target width would otherwise travel with the copy.
     getattr(draft_args, "__dict__", {}).pop("max_speculative_num_draft_tokens", None)
@@ -116,7 +115,10 @@ class DDTreeWorkerV2(DFlashWorkerV2):
     """DFlashWorkerV2 with a tree verify (see the module docstring)."""
 
     def __init__(self, server_args: ServerArgs, *args, **kwargs):
-        if server_args.speculative_ddtree_budget is None:
+        # From 0.5.19 the record keeps the operator's raw input (e.g. no width) and resolved
+        # values are read through the release's resolving view.
+        resolved = resolved_view(server_args)
+        if resolved.speculative_ddtree_budget is None:
             raise RuntimeError(
                 "DDTREE server args were not validated: speculative_ddtree_budget is unset "
                 "(validate_ddtree_server_args must run after DFlash's validation)."
@@ -129,17 +131,18 @@ class DDTreeWorkerV2(DFlashWorkerV2):
                 "order DDTREE does not support."
             )
         install_tree_mask_capture()
-        block = int(server_args.speculative_dflash_block_size or server_args.speculative_num_draft_tokens)
+        block = int(resolved.speculative_dflash_block_size or resolved.speculative_num_draft_tokens)
+        width = int(resolved.speculative_num_draft_tokens)
         with published_width(block):
-            super().__init__(draft_server_args(server_args, block), *args, **kwargs)
-        self.budget = int(server_args.speculative_ddtree_budget)
-        self.topk = int(server_args.speculative_ddtree_topk)
+            super().__init__(server_args if width == block else draft_server_args(server_args, block), *args, **kwargs)
+        self.budget = int(resolved.speculative_ddtree_budget)
+        self.topk = int(resolved.speculative_ddtree_topk)
         self.tree_size = self.budget + 1
-        self.verify_width = int(server_args.speculative_num_draft_tokens)
+        self.verify_width = width
         # Longest accepted run per round (root + one node per draft depth): the output stride.
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
-        self._sample_generator.manual_seed(int(server_args.random_seed or 0))
+        self._sample_generator.manual_seed(int(resolved.random_seed or 0))
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
         # 0.5.20+ also wants the post-verify lengths for its recurrent-state tracking.
         self._mamba_commit_takes_post_lens = "seq_lens_post_verify" in inspect.signature(

@@ -56,9 +56,13 @@ def _drive(python: Path, site: Path, cwd: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def report(patched: Patched, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return _drive(patched.python, patched.site, tmp_path_factory.mktemp("drive"))
+
+
 @pytest.mark.slow
-def test_run_batch_serves_ddtree_rounds(patched: Patched, tmp_path: Path) -> None:
-    report = _drive(patched.python, patched.site, tmp_path)
+def test_run_batch_serves_ddtree_rounds(patched: Patched, report: dict) -> None:
     assert report["worker_class"] == "DDTreeWorkerV2", report.get("worker_class_error")
     for mode, published in (("plain", 0), ("overlap", ROUNDS)):
         result = report["modes"][mode]
@@ -70,6 +74,19 @@ def test_run_batch_serves_ddtree_rounds(patched: Patched, tmp_path: Path) -> Non
     assert "on_publish" in report["modes"]["overlap"]["keywords"]
     if patched.version >= "0.5.19":
         assert report["modes"]["plain"]["keywords"] == ["pp_proxy_tensors"]
+
+
+@pytest.mark.slow
+def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verify_width(report: dict) -> None:
+    """Budget 32 over an 8-token drafter: DFlash's constructor and graph capture see width 8 (in the
+    server-args copy it gets, and in the published config bags its runners read from 0.5.17 on);
+    the record and the published config keep the verify width 33 afterwards."""
+    built = report["construct"]
+    assert "error" not in built, built.get("error")
+    assert (built["verify_width"], built["budget"], built["topk"]) == (33, 32, 32)
+    assert built["init_server_args_width"] == 8
+    assert built["init_published_width"] == built["graphs_published_width"] == 8
+    assert built["published_after"] == built["record_width_after"] == 33
 
 
 @pytest.mark.slow

@@ -180,6 +180,52 @@ def drive(overlap: bool) -> dict:
     }
 
 
+def construct() -> dict:
+    """DDTreeWorkerV2.__init__ and init_cuda_graphs on the release's resolved (and, 0.5.17+,
+    published) config for budget 32 over an 8-token drafter, so the verify width (33) exceeds the
+    block: what DFlash's constructor and graph capture would read (they load and run the draft
+    model, so they are replaced by recorders here)."""
+    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.speculative.ddtree import worker_v2
+
+    models = HERE.parents[1] / "fixtures" / "models"
+    server_args = prepare_server_args([
+        "--model-path", str(models / "tiny-qwen3"), "--speculative-draft-model-path", str(models / "tiny-dflash-draft"),
+        "--device", "cuda", "--attention-backend", "triton", "--speculative-algorithm", "DDTREE",
+        "--speculative-ddtree-budget", "32",
+    ])  # fmt: skip
+    if hasattr(server_args, "resolve_once"):
+        server_args.resolve_once()
+    try:
+        from sglang.srt.runtime_context import get_context
+    except ImportError:
+        pass
+    else:
+        get_context().set_server_args(server_args)
+    seen: dict = {}
+    base = worker_v2.DFlashWorkerV2
+
+    def dflash_init(self, server_args, *args, **kwargs):
+        seen["init_server_args_width"] = server_args.speculative_num_draft_tokens
+        seen["init_published_width"] = worker_v2._published_draft_tokens()
+        self._target_worker, self.device, self.block_size = kwargs["target_worker"], "cpu", 8
+
+    def dflash_graphs(self):
+        seen["graphs_published_width"] = worker_v2._published_draft_tokens()
+
+    saved = base.__init__, base.init_cuda_graphs
+    base.__init__, base.init_cuda_graphs = dflash_init, dflash_graphs
+    try:
+        target = types.SimpleNamespace(model_runner=types.SimpleNamespace(decode_cuda_graph_runner=None))
+        worker = worker_v2.DDTreeWorkerV2(server_args, target_worker=target)
+        worker.init_cuda_graphs()
+    finally:
+        base.__init__, base.init_cuda_graphs = saved
+    return {**seen, "verify_width": worker.verify_width, "budget": worker.budget, "topk": worker.topk,
+            "published_after": worker_v2._published_draft_tokens(),
+            "record_width_after": worker_v2.resolved_view(server_args).speculative_num_draft_tokens}
+
+
 def main() -> None:
     torch.Tensor.record_stream = lambda self, stream: None  # CPU tensors: no streams to record
     torch.get_device_module = lambda device=None: types.SimpleNamespace(current_stream=lambda: None)
@@ -189,6 +235,10 @@ def main() -> None:
         report["worker_class"] = worker_class(None).__name__
     except Exception as exc:  # noqa: BLE001 - the refusal message is the result
         report["worker_class_error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        report["construct"] = construct()
+    except Exception:  # noqa: BLE001 - reported, the test fails on it
+        report["construct"] = {"error": traceback.format_exc()[-3000:]}
     for overlap in (False, True):
         try:
             report["modes"]["overlap" if overlap else "plain"] = drive(overlap)

@@ -195,8 +195,9 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         """Host upper bound of each prefix length (the host copy lags at most one round)."""
         if batch.seq_lens_cpu is not None:
             return batch.seq_lens_cpu.to(torch.int64) + self.max_commit
-        if draft_input.reserved_seq_lens_cpu is not None:
-            return draft_input.reserved_seq_lens_cpu.to(torch.int64)
+        reserved = getattr(draft_input, "reserved_seq_lens_cpu", None)  # 0.5.15-0.5.18 only
+        if reserved is not None:
+            return reserved.to(torch.int64)
         return batch.seq_lens.to("cpu", torch.int64)
 
     def _decode_round(self, batch, draft_input, on_publish) -> GenerationBatchResult:

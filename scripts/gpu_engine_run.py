@@ -47,15 +47,16 @@ def meta(out: dict) -> dict:
 def watch_children(res: dict, out_path: str, t0: float, stop: threading.Event) -> None:
     """End the run when an engine child process dies: SGLang 0.5.17's Engine keeps waiting for a
     scheduler that died at start-up (e.g. DDTREE refused at worker creation) instead of raising."""
-    seen: set = set()
 
     def loop() -> None:
         while not stop.wait(1.0):
             try:
-                seen.update(multiprocessing.active_children())
-            except RuntimeError:  # the set of children changed while it was read; next tick
+                # The started children, dead ones included (`active_children()` would reap those
+                # before they are seen); `exitcode` polls without reaping.
+                children = list(multiprocessing.process._children)  # noqa: SLF001
+            except RuntimeError:  # the set changed while it was read; next tick
                 continue
-            dead = sorted((p.name, p.exitcode) for p in seen if p.exitcode not in (None, 0))
+            dead = sorted((p.name, p.exitcode) for p in children if p.exitcode not in (None, 0))
             if dead and not stop.is_set():
                 names = ", ".join(f"{name} (exit {code})" for name, code in dead)
                 res["error"] = f"engine child process died: {names}; its traceback is in the log above"

@@ -57,7 +57,6 @@ from sglang.srt.speculative.ddtree.kernels import (
     gather_accepted,
     posterior_tokens,
 )
-from sglang.srt.speculative.ddtree.server_args import _resolved as resolved_view
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
@@ -81,6 +80,20 @@ def draft_server_args(server_args: ServerArgs, block: int) -> ServerArgs:
     getattr(draft_args, "__dict__", {}).pop("max_speculative_num_draft_tokens", None)
     super(type(draft_args), draft_args).__setattr__("speculative_num_draft_tokens", block)
     return draft_args
+
+
+def resolved_view(server_args: ServerArgs):
+    """Where this release's resolved server args are read at run time.
+
+    From 0.5.19 the record keeps the operator's raw input (no width, say) and resolves through
+    `resolving_view`, as DFlash reads its own settings; before, the materialised record itself
+    carries the resolved values.
+    """
+    try:
+        from sglang.srt.arg_groups.model_override_base import resolving_view
+    except ImportError:
+        return server_args
+    return resolving_view(server_args)
 
 
 def _published_draft_tokens() -> Optional[int]:
@@ -115,8 +128,6 @@ class DDTreeWorkerV2(DFlashWorkerV2):
     """DFlashWorkerV2 with a tree verify (see the module docstring)."""
 
     def __init__(self, server_args: ServerArgs, *args, **kwargs):
-        # From 0.5.19 the record keeps the operator's raw input (e.g. no width) and resolved
-        # values are read through the release's resolving view.
         resolved = resolved_view(server_args)
         if resolved.speculative_ddtree_budget is None:
             raise RuntimeError(

@@ -126,8 +126,9 @@ def ensure_venv(version: str, metadata: str) -> Path:
     `metadata` is the release's METADATA: building refuses when the requirements file disagrees
     with a version the release pins (transformers above all).
     """
-    if version not in RELEASES:
-        raise ValueError(f"no CPU venv recipe for sglang {version}; known: {', '.join(RELEASES)}")
+    if not requirements_file(version).is_file():
+        known = sorted(p.stem.removeprefix("requirements-") for p in HERE.glob("requirements-*.txt"))
+        raise ValueError(f"no CPU venv recipe for sglang {version}; known: {', '.join(known)}")
     conflicts = pin_conflicts(version, metadata)
     if conflicts:
         raise ValueError("requirements disagree with the release:\n" + "\n".join(conflicts))

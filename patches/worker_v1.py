@@ -47,10 +47,9 @@ from sglang.srt.speculative.dflash_worker import DFlashWorker
 
 logger = logging.getLogger(__name__)
 
-# The v1 base methods this adapter overrides (hooks) or calls; `contract.check_v1` compares their
-# signatures with the installed release and the overrides below.
-OVERRIDDEN_BASE_METHODS = ("__init__", "_prepare_for_speculative_decoding", "_greedy_sample_from_vocab_parallel_head")
-VERIFY_INPUT_OVERRIDES = ("prepare_for_verify", "verify")
+# DFlashWorker's hooks this adapter overrides; `worker_class` refuses a release that lacks one.
+# ddtree_patch/worker_contract_v1.py checks their signatures (and every other override) statically.
+OVERRIDDEN_BASE_METHODS = ("_prepare_for_speculative_decoding", "_greedy_sample_from_vocab_parallel_head")
 
 
 @dataclass
@@ -114,7 +113,8 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         # allocation wrote positions prefix .. prefix + width.
         batch.seq_lens.add_(commit_lens.to(batch.seq_lens.dtype))
         batch.seq_lens_cpu.add_(torch.tensor(commit_lens_cpu, dtype=batch.seq_lens_cpu.dtype))
-        batch.seq_lens_sum += sum(commit_lens_cpu)
+        # Recomputed, not incremented: 0.5.13's filter_batch leaves it None (computed lazily there).
+        batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
 
         hidden = logits_output.hidden_states
         if hidden is None:

@@ -1,11 +1,12 @@
-"""DDTreeWorkerV1's decode round through SGLang 0.5.12's own v1 DFlash path, on a CPU.
+"""DDTreeWorkerV1's decode round through SGLang's own v1 DFlash path (0.5.11-0.5.13), on a CPU.
 
-A real 0.5.12 install, patched by `apply`, runs in its CPU venv (tests/cpu_serverargs); the harness
+A real install of each release, patched by `apply`, runs in its CPU venv (tests/cpu_serverargs); the harness
 (tests/round_harness/drive_round_v1.py) builds the worker the way the scheduler does (real
 ServerArgs, `create_worker`, DFlashWorker's `__init__`) and runs `forward_batch_generation` on a
 real ScheduleBatch of real Reqs, with stand-ins only for the target and draft models and the KV
 buffers. Checks: output equals greedy decoding of the target, each round's committed KV (target and
 draft) holds the accepted path in position order, the allocator neither leaks nor double-frees,
+the accept counters (per request and in the result) add up,
 a request that reaches max_new_tokens inside a round stops there, and the widths.
 """
 
@@ -23,16 +24,17 @@ from tests.cpu_serverargs.venv_builder import ensure_venv
 from tests.sglang_releases import install_release, release_metadata
 
 REPO = Path(__file__).resolve().parents[1]
-VERSION = "0.5.12"
+V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
 BUDGETS = (0, 1, 7, 8, 32)
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
-    site = install_release(VERSION, tmp_path_factory.mktemp("v1round") / "site")
-    python = ensure_venv(VERSION, release_metadata(site, VERSION))
+@pytest.fixture(scope="module", params=V1_RELEASES)
+def results(request, tmp_path_factory) -> dict:
+    version = request.param
+    site = install_release(version, tmp_path_factory.mktemp(f"v1round-{version}") / "site")
+    python = ensure_venv(version, release_metadata(site, version))
     subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
                    capture_output=True, cwd=REPO)
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")

@@ -1,6 +1,6 @@
 """Drive DDTreeWorkerV1 through SGLang's own v1 DFlash decode path on a CPU (test harness).
 
-Runs in the release's CPU venv with a patched SGLang (0.5.11-0.5.13) on PYTHONPATH and
+Runs in the release's CPU venv with a patched SGLang (0.5.11, 0.5.12 or 0.5.13) on PYTHONPATH and
 TRITON_INTERPRET=1 (SGLang's req_to_token Triton kernel then runs on CPU tensors). Real SGLang:
 ServerArgs (parsed and validated by the release, DDTREE widths included), DFlashWorker's
 `__init__` and `forward_batch_generation` (draft block, verify call, draft-KV writer), DFlashVerifyInput
@@ -196,6 +196,8 @@ def main(budget: int) -> None:
             ctx_lens=torch.zeros(len(reqs), dtype=torch.int32), draft_seq_lens=seq_lens.to(torch.int32),
         ),
     )
+    if "req_pool_indices_cpu" in ScheduleBatch.__dataclass_fields__:  # 0.5.13: a host copy too
+        batch.req_pool_indices_cpu = batch.req_pool_indices.clone()
     batch.sampling_info = SamplingBatchInfo.from_schedule_batch(batch, V)
 
     recorded = []
@@ -215,26 +217,34 @@ def main(budget: int) -> None:
         result = worker.forward_batch_generation(batch)
         rounds += 1
         accepted = recorded[-1]
+        committed_now = []
         for i, req in enumerate(batch.reqs):
             prefix, n_out, root = before[id(req)]
             n = len(req.output_ids) - n_out  # tokens committed this round
             emitted += n
-            path = [root] + req.output_ids[n_out: n_out + n - 1]
+            committed_now.append(n)
+            path = [root] + list(req.output_ids[n_out: n_out + n - 1])  # an array from 0.5.13
             slots = req_to_token_pool.req_to_token[req.req_pool_idx, prefix: prefix + n].long()
             commit_ok &= kv.tok[slots].tolist() == path and draft_kv.tok[slots].tolist() == path
             commit_ok &= int(batch.seq_lens[i]) == prefix + n == req.kv_committed_len
             off_chain += int(any(int(a) != j for j, a in enumerate(accepted[i, :n].tolist())))
         committed = sum(r.kv_committed_len for r in reqs)
         commit_ok &= allocator.available_size() == 8 * POOL - committed  # nothing leaked or freed twice
-        commit_ok &= result.num_correct_drafts == sum(result.num_correct_drafts_per_req_cpu)
+        # The result in this release's field names (0.5.11: num_accepted_drafts...).
+        total, per_req = (getattr(result, f"num_{kind}_drafts{suffix}", None)
+                          for kind in [_drafts_word(result)] for suffix in ("", "_per_req_cpu"))
+        commit_ok &= total == sum(per_req) == sum(max(0, n - 1) for n in committed_now)
         keep = [i for i, r in enumerate(batch.reqs) if not r.finished()]
         if len(keep) < len(batch.reqs):
             batch.filter_batch(keep_indices=keep)
         batch.prepare_for_decode()
 
+    # The per-request speculative counters the v1 verify keeps (renamed in 0.5.12).
+    counter = "spec_num_correct_drafts" if hasattr(reqs[0], "spec_num_correct_drafts") else "spec_accepted_drafts"
+    commit_ok &= all(getattr(r, counter) == len(r.output_ids) - 1 - r.spec_verify_ct for r in reqs)
     greedy_ok = True
     for req, max_new in zip(reqs, MAX_NEW):
-        out = req.output_ids
+        out = list(req.output_ids)
         want = [out[0]]
         while len(want) < len(out):
             want.append(int(successor(torch.tensor(want[-1]))))
@@ -265,6 +275,10 @@ def refusal_case() -> None:
     except RuntimeError as exc:
         message = str(exc)
     print(json.dumps({"refusal": message}), flush=True)
+
+
+def _drafts_word(result) -> str:
+    return "correct" if hasattr(result, "num_correct_drafts") else "accepted"
 
 
 def _bonus_field() -> str:

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
+# The releases whose server-arg resolution tests/test_serverargs_behaviour.py probes; any release
+# with a requirements-<version>.txt here gets a venv (the v1 round test uses 0.5.11-0.5.13).
 RELEASES = ("0.5.15", "0.5.23")
 STAMP = "ddtree-cpu-venv.json"
 # Installed deliberately at another version than the release pins: the CPU build on local disk.

@@ -198,7 +198,8 @@ class DDTreeWorkerV1(DFlashWorker):
         """DFlash's draft head: the argmax token per row, computed from full draft logits that are
         kept for the tree (`chunk_size` rows per matmul, as DFlash bounds its temporaries)."""
         weight = lm_head.weight
-        num_vocab = int(lm_head.shard_indices.num_org_elements) if hasattr(lm_head, "shard_indices") else int(weight.shape[0])
+        shard = getattr(lm_head, "shard_indices", None)
+        num_vocab = int(shard.num_org_elements) if shard is not None else int(weight.shape[0])
         rows = hidden_states.shape[0]
         logits = torch.empty((rows, num_vocab), dtype=weight.dtype, device=hidden_states.device)
         step = max(1, int(chunk_size))

@@ -38,11 +38,12 @@ def results(request, tmp_path_factory) -> dict:
     subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
                    capture_output=True, cwd=REPO)
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"),
-                           *map(str, BUDGETS), "refusal"], capture_output=True, text=True, env=env, timeout=900)
+    cases = [*map(str, BUDGETS), "sampled:8", "refusal"]
+    proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
+                          capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return {line.get("budget", "refusal"): line for line in lines}
+    return {"sampled" if line.get("temperature") else line.get("budget", "refusal"): line for line in lines}
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
@@ -71,6 +72,11 @@ def test_widths(results, budget, verify_width, pinned_block):
 def test_a_wider_tree_accepts_more(results):
     per_round = [results[b]["tokens_per_round"] for b in (0, 1, 7, 32)]
     assert per_round == sorted(per_round) and per_round[-1] > per_round[1], per_round
+
+
+def test_a_sampled_round_commits_what_it_emits(results):
+    r = results["sampled"]  # temperature 1: the posterior samples; the committed KV must follow it
+    assert r["commit_ok"] and r["finished"] == [False, True, False] and r["tokens_per_round"] > 1.0, r
 
 
 def test_flashinfer_graphs_without_the_mask_are_refused(results):

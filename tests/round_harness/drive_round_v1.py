@@ -10,7 +10,7 @@ a GPU: the target worker (greedy next token f(x) = x + 1 mod V, 300 absorbing; w
 token into its KV slot and returns it as its hidden feature), the draft runner (drafts the target's
 chain, second-ranked behind 300 at depths 2 and 5, so accepted paths leave the first-child chain),
 the draft model's KV projection (identity) and the KV buffers (one token id per slot).
-usage: python drive_round_v1.py BUDGET ...  -> one JSON line per budget
+usage: python drive_round_v1.py BUDGET|sampled:BUDGET|refusal ...  -> one JSON line per case
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def make_worker(args, target: TargetWorker, draft_runner: DraftRunner):
     return worker, seen
 
 
-def main(budget: int) -> None:
+def main(budget: int, temperature: float = 0.0) -> None:
     args = server_args(budget)
     req_to_token_pool = ReqToTokenPool(size=8, max_context_len=POOL, device="cpu", enable_memory_saver=False)
     kv, draft_kv = SlotTokens(8 * POOL), SlotTokens(8 * POOL)
@@ -169,7 +169,7 @@ def main(budget: int) -> None:
     reqs, bonus = [], []
     for i, (n, last, max_new) in enumerate(zip(PROMPT_LENS, LAST_PROMPT_TOKENS, MAX_NEW)):
         prompt = [7] * (n - 1) + [last]
-        params = SamplingParams(max_new_tokens=max_new, temperature=0.0, ignore_eos=True)
+        params = SamplingParams(max_new_tokens=max_new, temperature=temperature, ignore_eos=True)
         params.normalize(None)  # as the tokenizer manager does
         params.verify(V)
         req = Req(f"r{i}", "", prompt, params, vocab_size=V)
@@ -213,7 +213,8 @@ def main(budget: int) -> None:
     for _ in range(ROUNDS):
         if not batch.reqs:
             break
-        before = {id(r): (int(batch.seq_lens[i]), len(r.output_ids), r.output_ids[-1]) for i, r in enumerate(batch.reqs)}
+        before = {id(r): (int(batch.seq_lens[i]), len(r.output_ids), r.output_ids[-1])
+                  for i, r in enumerate(batch.reqs)}
         result = worker.forward_batch_generation(batch)
         rounds += 1
         accepted = recorded[-1]
@@ -250,7 +251,7 @@ def main(budget: int) -> None:
             want.append(int(successor(torch.tensor(want[-1]))))
         greedy_ok &= out == want and len(out) <= max_new
     print(json.dumps({
-        "budget": budget, "equal_to_greedy": greedy_ok, "commit_ok": bool(commit_ok),
+        "budget": budget, "temperature": temperature, "equal_to_greedy": greedy_ok, "commit_ok": bool(commit_ok),
         "rounds_with_off_chain_paths": off_chain, "finished": [r.finished() for r in reqs],
         "output_lens": [len(r.output_ids) for r in reqs],
         "tokens_per_round": emitted / max(1, rounds * len(reqs)),
@@ -293,4 +294,9 @@ def _alloc_takes_reqs() -> bool:
 
 if __name__ == "__main__":
     for case in sys.argv[1:]:
-        refusal_case() if case == "refusal" else main(int(case))
+        if case == "refusal":
+            refusal_case()
+        elif case.startswith("sampled:"):  # sampled:BUDGET -> temperature 1
+            main(int(case.split(":")[1]), temperature=1.0)
+        else:
+            main(int(case))

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The DDTree GPU check in one device call (SGLang 0.5.15 from the gpurig bundle):
+# The DDTree GPU check in one device call (the SGLang release the gpurig bundle was built with,
+# RELEASE=0.5.11-0.5.17; the DDTree worker is DDTreeWorkerV1 on 0.5.11-0.5.13, V2 after):
 #   install the bundle into /tmp/site, patch SGLang for DDTREE (`python -m ddtree_patch apply`),
 #   check the start-up gates on real ServerArgs, build the tiny models and the off-chain oracle
 #   (make_oracle_models.py), run the engine matrix (suite base: plain / DFLASH / DDTREE budgets

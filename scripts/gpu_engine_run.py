@@ -29,7 +29,7 @@ def engine_kwargs(cfg: dict) -> dict:
         context_length=1024, random_seed=0, log_level="warning", max_running_requests=8,
     )
     if cfg.get("cuda_graph"):
-        kw.update(disable_prefill_cuda_graph=True, cuda_graph_max_bs_decode=8)
+        kw.update(decode_cuda_graph_kwargs())
     else:
         kw.update(disable_cuda_graph=True)
     if cfg.get("draft"):
@@ -38,6 +38,16 @@ def engine_kwargs(cfg: dict) -> dict:
             kw.update(speculative_ddtree_budget=cfg["budget"])
     kw.update(cfg.get("engine", {}))
     return kw
+
+
+def decode_cuda_graph_kwargs() -> dict:
+    """CUDA graphs for decode / verify only, batch sizes up to 8, in this release's field names."""
+    from sglang.srt.server_args import ServerArgs
+
+    fields = getattr(ServerArgs, "__dataclass_fields__", {})
+    if "cuda_graph_max_bs_decode" in fields:  # 0.5.14+: separate prefill / decode graph settings
+        return dict(disable_prefill_cuda_graph=True, cuda_graph_max_bs_decode=8)
+    return dict(disable_piecewise_cuda_graph=True, cuda_graph_max_bs=8)  # 0.5.11-0.5.13
 
 
 def meta(out: dict) -> dict:

@@ -218,7 +218,7 @@ def test_stale_state_is_dropped_and_the_new_files_patched(install, tmp_path):
 
 def test_read_only_site_packages_is_detected_before_writing(install, monkeypatch):
     before = snapshot(install.site_packages)
-    monkeypatch.setattr(transaction.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(ReadOnly) as err:
         apply_plan(handmade_plan(install), "1.0")
     assert err.value.exit_code == 7

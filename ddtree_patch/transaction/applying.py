@@ -86,6 +86,7 @@ def _apply(
     step = Steps(progress)
     with locked(install, lock_timeout, step):
         recovered = recover_locked(install, step)
+        clear_leftovers(install, step)  # refuses a state that still holds backups of value
         plan = make_plan(install)
         if not staged:
             stage(plan)
@@ -123,7 +124,6 @@ def _apply(
         elif manifest is not None:  # stale: nothing of that patch is left
             step.writing = True
             remove_state(install, step)
-        clear_leftovers(install, step)
         changes, record_data = list_changes(install, plan)
         try:
             write_patch(

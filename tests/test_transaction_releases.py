@@ -19,7 +19,7 @@ from ddtree_patch.plan import build_plan
 from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
-from tests.sglang_releases import RELEASES, wheel_cache
+from tests.sglang_releases import RELEASES, release_wheel
 from tests.txn_helpers import (
     RELEASE_EDITS,
     FaultAt,
@@ -122,20 +122,11 @@ def test_pip_uninstall_after_apply_leaves_only_the_state_folder(tmp_path):
     python = env / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
     done = subprocess.run(
-        [
-            *pip,
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--find-links",
-            str(wheel_cache()),
-            "sglang==0.5.15",
-        ],
+        [*pip, "install", "--no-deps", "--no-compile", str(release_wheel("0.5.15"))],
         capture_output=True,
         text=True,
     )
-    if done.returncode != 0:
-        pytest.skip(f"sglang 0.5.15 wheel not in the cache: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr
     site = Path(
         subprocess.run(
             [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

@@ -60,18 +60,26 @@ def _dist_info_for(site_packages: Path) -> Path | None:
 
 
 def _owns_package(dist_info: Path, site_packages: Path) -> bool:
-    """Does this dist-info's RECORD describe the `sglang/version.py` on disk (the installed release)?"""
-    version_py = site_packages / "sglang" / "version.py"
+    """Does every `sglang/` file this RECORD lists hold the hash it gives (the installed release)?
+
+    Only asked when two dist-infos are present, so reading the package once more is fine.
+    """
     try:
         rows = parse_record((dist_info / "RECORD").read_bytes())
-        data = version_py.read_bytes()
     except OSError:
         return False
-    return any(
-        row.path == "sglang/version.py" and row.hash == record_hash(data, row.hash.split("=", 1)[0])
-        for row in rows
-        if row.hash
-    )
+    for row in rows:
+        if not (row.path.startswith("sglang/") and row.hash):
+            continue
+        path = site_packages / row.path
+        try:
+            if path.stat().st_size != int(row.size or -1):
+                return False
+            if record_hash(path.read_bytes(), row.hash.split("=", 1)[0]) != row.hash:
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def _version_file(package_dir: Path) -> str | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from ddtree_patch import fsio, transaction
+from ddtree_patch import fsio
 from ddtree_patch.errors import Drift, EngineError, LockHeld, PlanMismatch, ReadOnly, WriteFailed
 from ddtree_patch.model import AddedFile, FileEdit, Plan
 from ddtree_patch.record import verify_record

@@ -12,8 +12,8 @@ Additions to the agreed contract (all keyword arguments with defaults, nothing r
 - `posterior_tokens(..., all_greedy=False, filters=True, max_candidates=1024)`: host-known flags
   that skip work; top-k / top-p are exact within the top `max_candidates` logits (see posterior.py).
 - `accept_walk(..., max_depth=None)`: D = max_depth (the draft depth), else n - 1.
-- Vocab top-K and `gather_accepted` are torch ops on every device (torch.topk's radix select and a
-  gather are already sync-free and capturable); `tree_positions` is one add.
+- Vocab top-K: a streaming Triton top-K + log-sum-exp (K <= 256; torch.topk above); equal logits
+  rank in token order. `gather_accepted` is a torch gather; `tree_positions` is one add.
 """
 
 from .accept_walk import accept_walk

@@ -11,7 +11,7 @@ next rank and opens slot n at rank 0 one level deeper. So the frontier is a fixe
 
 Tie rule (identical in the Triton kernel, the torch reference and the plain-Python heap in the
 tests): candidates compare by fp32 score; on equal scores the one whose parent has the smaller node
-index wins (-0.0 counts as +0.0). Equal logits inside one row keep torch.topk's rank order.
+index wins (-0.0 counts as +0.0). Equal logits inside one row rank in token order (vocab_topk.py).
 
 Each candidate is packed into one int64 key so that a single `max` yields the winner and all it
 needs: bits 27..58 order-preserving float bits, 16..26 `2047 - parent`, 11..15 parent depth,

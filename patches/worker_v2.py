@@ -44,7 +44,7 @@ from sglang.srt.speculative.ddtree.kernels import (
     gather_accepted,
     posterior_tokens,
 )
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
@@ -141,7 +141,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         nodes_first_child, nodes_next_sibling = tree.first_child, tree.next_sibling
         tree = pad_tree(tree, self.verify_width)
         verify_input = DDTreeVerifyInput.from_tree(
-            tree, draft_input.bonus_tokens, prefix_lens, int(bound_cpu.sum())
+            tree, draft_input.bonus_tokens, prefix_lens, int(bound_cpu.sum()),
+            prefix_ones=mask_reads_prefix(self.target_worker.model_runner.attn_backend),
         )
         cache_loc_2d = self._request_slots(batch, prefix_lens, self.verify_width)
         logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)

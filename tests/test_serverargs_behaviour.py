@@ -242,3 +242,6 @@ def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) 
     assert report["max_err_causal"] > 1e-2
     # The tree-only mask (prefix columns False, unwritten on CUDA) gives the same attention.
     assert report["tree_only_prefix_false"] and report["max_err_tree_only_mask"] < 1e-4
+    # ... and the facts the worker's gate (patches/tree_verify.py: mask_reads_prefix) relies on.
+    assert report["backend_class"] == "TritonAttnBackend"
+    assert report["skip_prefix_default"] is True and not report["backend_passes_skip_prefix"]

@@ -33,6 +33,18 @@ except ModuleNotFoundError:
     from sglang.kernels.ops.attention.extend_attention import extend_attention_fwd
 
 
+def _triton_backend_facts() -> dict[str, object]:
+    """What `mask_reads_prefix` relies on: the backend's class name, that it never passes
+    `skip_prefix_custom_mask` (so the kernel's default applies) and that this default is True."""
+    import inspect
+
+    from sglang.srt.layers.attention.triton_backend import TritonAttnBackend
+
+    return {"backend_class": TritonAttnBackend.__name__,
+            "backend_passes_skip_prefix": "skip_prefix_custom_mask" in inspect.getsource(TritonAttnBackend),
+            "skip_prefix_default": inspect.signature(extend_attention_fwd).parameters["skip_prefix_custom_mask"].default}
+
+
 def _reference(q, k_prefix, v_prefix, k_tree, v_tree, visible, scale):
     """Attention of each tree row over the whole prefix plus its visible tree columns."""
     out = torch.empty_like(q)
@@ -90,7 +102,7 @@ def main() -> None:
     off_chain = bool((tree.parent[:, 2:] != torch.arange(1, n - 1)).any())
     print(json.dumps({"device": DEVICE, "max_err_tree": err_tree, "max_err_causal": err_causal,
                       "max_err_tree_only_mask": err_tree_only, "tree_only_prefix_false": tree_only_false,
-                      "off_chain": off_chain}))
+                      "off_chain": off_chain, **_triton_backend_facts()}))
 
 
 if __name__ == "__main__":

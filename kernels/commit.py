@@ -1,5 +1,8 @@
 """After the walk: which KV slots survive, and moving accepted rows to the front.
 
+`move_slots_triton`: the KV commit itself on raw per-slot buffers (a pool's `data_ptrs`), copying
+only the entries that move (not padding, not a slot onto itself).
+
 `commit_slots` (page size 1): `keep_loc[bs, D + 1]` = cache locations of the accepted path (root
 first, -1 padded) and `free_mask[bs, n]` = True for every tree node not on the path, i.e. the slots
 to hand back. Validity comes from `accept_len`, so a stale `accepted_idx` tail is ignored.
@@ -76,7 +79,8 @@ def gather_accepted(rows: torch.Tensor, accepted_idx: torch.Tensor) -> torch.Ten
 
 
 @triton.jit
-def _move_slots_kernel(ptrs_ptr, strides_ptr, dst_ptr, src_ptr, L, TILE: tl.constexpr, LP: tl.constexpr):
+def _move_slots_kernel(ptrs_ptr, strides_ptr, dst_ptr, src_ptr, L, TILE: tl.constexpr, LP: tl.constexpr,
+                       SKIP_IDENTITY: tl.constexpr):
     buf = tl.program_id(0)
     tile = tl.program_id(1)
     b = tl.program_id(2).to(tl.int64)
@@ -85,7 +89,9 @@ def _move_slots_kernel(ptrs_ptr, strides_ptr, dst_ptr, src_ptr, L, TILE: tl.cons
     pos = tl.arange(0, LP)
     src = tl.load(src_ptr + b * L + pos, mask=pos < L, other=-1)
     dst = tl.load(dst_ptr + b * L + pos, mask=pos < L, other=-1)
-    live = (src >= 0) & (src != dst)
+    live = src >= 0
+    if SKIP_IDENTITY:
+        live = live & (src != dst)
     offs = tile * TILE + tl.arange(0, TILE)
     mask = live[:, None] & (offs[None, :] < stride)
     rows = tl.load(base + src[:, None] * stride + offs[None, :], mask=mask)
@@ -99,10 +105,11 @@ def _check_move(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 def move_slots_triton(data_ptrs: torch.Tensor, data_strides: torch.Tensor, max_stride: int,
-                      dst: torch.Tensor, src: torch.Tensor, tile: int = 512) -> None:
+                      dst: torch.Tensor, src: torch.Tensor, tile: int = 512, skip_identity: bool = True) -> None:
     """Copy slot `src[b, i]` onto slot `dst[b, i]` in every buffer of `data_ptrs` (uint64 addresses,
     `data_strides` bytes per slot, `max_stride` their host-known maximum); entries with src < 0 or
-    src == dst move nothing. Reads of one request land before its writes, so a request's
+    src == dst move nothing (`skip_identity=False` copies those too, as SGLang's move does: the
+    benchmark's baseline). Reads of one request land before its writes, so a request's
     destinations may overlap its sources; different requests must not overlap."""
     _check_move(dst, src)
     bs, length = dst.shape
@@ -110,7 +117,7 @@ def move_slots_triton(data_ptrs: torch.Tensor, data_strides: torch.Tensor, max_s
         return
     grid = (data_ptrs.numel(), triton.cdiv(max_stride, tile), bs)
     _move_slots_kernel[grid](data_ptrs, data_strides, dst.contiguous(), src.contiguous(), length,
-                             TILE=tile, LP=triton.next_power_of_2(length), num_warps=4)
+                             TILE=tile, LP=triton.next_power_of_2(length), SKIP_IDENTITY=skip_identity, num_warps=4)
 
 
 def move_slots_torch(buffers: list[torch.Tensor], dst: torch.Tensor, src: torch.Tensor) -> None:

@@ -39,13 +39,14 @@ def test_move_equals_torch(device: str, bs: int, n: int, length: int, tile: int)
         b[dst[live]] = b.clone()[src[live]]
     ref = [b.clone() for b in buffers]
     move_slots_torch(ref, dst, src)
-    got = [b.to(device) for b in buffers]
-    ptrs = torch.tensor([b.data_ptr() for b in got], dtype=torch.uint64, device=device)
-    strides = torch.tensor([b.stride(0) * b.element_size() for b in got], device=device)
-    move_slots_triton(ptrs, strides, max(b.stride(0) * b.element_size() for b in got), dst.to(device),
-                      src.to(device), tile=tile)
-    for g, r, e in zip(got, ref, expect):
-        assert torch.equal(r, e) and torch.equal(g.cpu(), e)
+    assert all(torch.equal(r, e) for r, e in zip(ref, expect))
+    for skip_identity in (True, False):  # False: the copy-everything baseline of the benchmark
+        got = [b.to(device, copy=True) for b in buffers]
+        ptrs = torch.tensor([b.data_ptr() for b in got], dtype=torch.uint64, device=device)
+        strides = torch.tensor([b.stride(0) * b.element_size() for b in got], device=device)
+        move_slots_triton(ptrs, strides, max(b.stride(0) * b.element_size() for b in got), dst.to(device),
+                          src.to(device), tile=tile, skip_identity=skip_identity)
+        assert all(torch.equal(g.cpu(), e) for g, e in zip(got, expect))
 
 
 def test_move_rejects_bad_shapes() -> None:

@@ -133,8 +133,11 @@ def _tree_select_kernel(lp_ptr, tok_ptr, tokens_ptr, depth_ptr, parent_ptr, firs
     tl.store(score_ptr + out, score, mask=live)
 
 
-def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int) -> DraftTree:
-    """Triton: one program per request, `budget` sequential pops over a `budget + 1` slot frontier."""
+def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int, num_warps: int | None = None) -> DraftTree:
+    """Triton: one program per request, `budget` sequential pops over a `budget + 1` slot frontier.
+
+    `num_warps` (default: one per 128 slots, at most 8) only tunes the speed: fewer warps keep each
+    pop's max-reduction inside fewer warps (no cross-warp step at 1)."""
     check_tree_args(lp, tok, budget)
     bs, depth, k = lp.shape
     if budget == 0:
@@ -144,7 +147,7 @@ def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int) -> Draf
     score = torch.empty((bs, n), dtype=torch.float32, device=lp.device)
     f = triton.next_power_of_2(n)
     _tree_select_kernel[(bs,)](lp.contiguous(), tok.contiguous(), *ints, score, budget, depth, k,
-                               F=f, num_warps=max(1, min(8, f // 128)))
+                               F=f, num_warps=num_warps or max(1, min(8, f // 128)))
     return DraftTree(*ints, score)
 
 

@@ -5,11 +5,12 @@ ordered by descending logit and, among equal logits, ascending token id (-0.0 eq
 logits are not supported).
 
 CUDA path, one streaming read of the logits in their own dtype (no fp32 copy, no host sync):
-1. `_scan_kernel`, many programs per row: an fp32 log-sum-exp partial per program, the max of
+1. `_scan_kernel`, several programs per row: an fp32 log-sum-exp partial per program, the max of
    every group of `GROUP` logits and of every super-group of `SUPER` groups.
 2. `_select_kernel`, one program per row: merges the partials into the LSE, then narrows the
    candidates three times with `tl.topk` on packed int64 keys (fp32 bits | reversed index):
-   top-KP super-groups -> top-KP groups inside them -> top-KP logits inside those groups.
+   top-KP super-groups of `SUPER` groups -> top-KP groups inside them -> top-KP logits inside
+   those groups.
    Exact: a group outside the top-KP groups (ranked by their max, then index) has KP groups above
    it, each with a logit ranked above all of its own, so none of its logits is in the top KP.
 KP = next power of two >= max(K, 2); K <= `STREAM_MAX_K`. Larger K falls back to torch.topk plus the
@@ -18,14 +19,17 @@ fused LSE kernel (the order among equal logits is then torch.topk's).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
 
 GROUP = 32  # logits per group (the unit of the last narrowing)
-SUPER = 16  # groups per super-group
-SUPERS_PER_TILE = 8  # one scan tile = 8 * 16 * 32 = 4096 logits
-TILE = SUPERS_PER_TILE * SUPER * GROUP
+SUPER = 16  # groups per super-group (the unit of the second narrowing)
+SCAN_WARPS = 8  # one super-group per warp: a scan tile = 8 * 16 * 32 = 4096 logits
+PROGRAMS_PER_SM = 8  # scan programs per SM the row splitting aims at
+TILE = SCAN_WARPS * SUPER * GROUP
 STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
 
 
@@ -52,32 +56,38 @@ def _key_value(key):
 @triton.jit
 def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles_per_split, splits,
                  GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr):
+    """Tiles [SUPER groups, SPT super-groups, GROUP logits] (super-group in the middle, so each warp
+    owns whole super-groups and no maximum crosses warps): group and super-group maxima out;
+    per-group running max / sum-exp kept in registers, folded into one (max, sum) at the end."""
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
-    NG: tl.constexpr = SPT * SUPER
-    rows_g = tl.arange(0, NG)
+    sup = tl.arange(0, SPT)
+    grp = tl.arange(0, SUPER)
     cols = tl.arange(0, GROUP)
-    run_max = float("-inf")
-    run_sum = 0.0
+    in_tile = (sup[None, :, None] * SUPER + grp[:, None, None]) * GROUP + cols[None, None, :]
+    gout = sup[None, :] * SUPER + grp[:, None]
+    run_max = tl.full([SUPER, SPT], float("-inf"), tl.float32)
+    run_sum = tl.zeros([SUPER, SPT], tl.float32)
     for t in range(split * tiles_per_split, tl.minimum((split + 1) * tiles_per_split, n_tiles)):
-        offs = t * (NG * GROUP) + rows_g[:, None] * GROUP + cols[None, :]
+        offs = t * (SPT * SUPER * GROUP) + in_tile
         x = tl.load(logits_ptr + row * V + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
-        gmax = tl.max(x, axis=1)
-        smax = tl.max(tl.reshape(gmax, [SPT, SUPER]), axis=1)
-        tl.store(gmax_ptr + (row * n_tiles + t) * NG + rows_g, gmax)
-        tl.store(smax_ptr + (row * n_tiles + t) * SPT + tl.arange(0, SPT), smax)
-        new_max = tl.maximum(run_max, tl.max(smax, axis=0))
+        gmax = tl.max(x, axis=2)
+        tl.store(gmax_ptr + (row * n_tiles + t) * (SPT * SUPER) + gout, gmax)
+        tl.store(smax_ptr + (row * n_tiles + t) * SPT + sup, tl.max(gmax, axis=0))
+        new_max = tl.maximum(run_max, gmax)
         safe = tl.where(new_max == float("-inf"), 0.0, new_max)
-        run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.sum(tl.exp(x - safe), axis=1), axis=0)
+        run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(x - safe[:, :, None]), axis=2)
         run_max = new_max
-    tl.store(m_ptr + row * splits + split, run_max)
-    tl.store(s_ptr + row * splits + split, run_sum)
+    row_max = tl.max(tl.max(run_max, axis=1), axis=0)
+    safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
+    tl.store(m_ptr + row * splits + split, row_max)
+    tl.store(s_ptr + row * splits + split, tl.sum(tl.sum(run_sum * tl.exp(run_max - safe_max), axis=1), axis=0))
 
 
 @triton.jit
-def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, lp_ptr, tok_ptr, V, K, n_tiles, splits,
-                   GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr, KP: tl.constexpr,
-                   NSP: tl.constexpr, SPLP: tl.constexpr):
+def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, lp_ptr, tok_ptr, V, K, gmax_stride, smax_stride,
+                   splits, GROUP: tl.constexpr, SUPER: tl.constexpr, KP: tl.constexpr, NSP: tl.constexpr,
+                   SPLP: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     n_groups = (V + GROUP - 1) // GROUP
     n_supers = (n_groups + SUPER - 1) // SUPER
@@ -90,17 +100,15 @@ def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, lp_ptr, tok_ptr
     lse = safe + tl.log(tl.sum(s * tl.exp(m - safe), axis=0))
     # 1. top-KP super-groups
     sup = tl.arange(0, NSP)
-    sval = tl.load(smax_ptr + row * n_tiles * SPT + sup, mask=sup < n_supers, other=0.0)
+    sval = tl.load(smax_ptr + row * smax_stride + sup, mask=sup < n_supers, other=0.0)
     top = tl.topk(tl.where(sup < n_supers, _key(sval, sup), -1), KP)
-    sidx = _key_index(top)
     # 2. top-KP groups inside them
-    gidx = sidx[:, None] * SUPER + tl.arange(0, SUPER)[None, :]
+    gidx = _key_index(top)[:, None] * SUPER + tl.arange(0, SUPER)[None, :]
     gok = (top[:, None] >= 0) & (gidx < n_groups)
-    gval = tl.load(gmax_ptr + row * n_tiles * SPT * SUPER + gidx, mask=gok, other=0.0)
+    gval = tl.load(gmax_ptr + row * gmax_stride + gidx, mask=gok, other=0.0)
     top = tl.topk(tl.reshape(tl.where(gok, _key(gval, gidx), -1), [KP * SUPER]), KP)
-    gidx = _key_index(top)
     # 3. top-KP logits inside those groups
-    eidx = gidx[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    eidx = _key_index(top)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
     eok = (top[:, None] >= 0) & (eidx < V)
     x = tl.load(logits_ptr + row * V + eidx, mask=eok, other=0.0)
     top = tl.topk(tl.reshape(tl.where(eok, _key(x, eidx), -1), [KP * GROUP]), KP)
@@ -165,15 +173,23 @@ def draft_topk_radix(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, 
     return lp, idx
 
 
-def _default_splits(rows: int, n_tiles: int, device: torch.device) -> int:
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
+def _default_splits(rows: int, device: torch.device, programs_per_sm: int) -> int:
     """Programs per row: enough to give every SM a few (a batch-1 round has only D rows)."""
-    sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
-    return max(1, min(n_tiles, triton.cdiv(8 * sms, max(rows, 1))))
+    return triton.cdiv(programs_per_sm * _sm_count(device), max(rows, 1))
 
 
-def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None
+def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
+                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM
                       ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `draft_topk_torch`."""
+    """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `draft_topk_torch`.
+
+    `splits` (programs per row; default from `programs_per_sm`) and `scan_warps` (a power of two,
+    = super-groups per scan tile) only tune the speed."""
     _check(draft_logits, k)
     if k > STREAM_MAX_K:
         raise ValueError(f"k={k} exceeds the streaming kernel's {STREAM_MAX_K}")
@@ -185,21 +201,23 @@ def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
     tok = torch.empty((bs, depth, k), dtype=torch.int64, device=dev)
     if rows == 0:
         return lp, tok
-    n_tiles = triton.cdiv(vocab, TILE)
-    splits = min(n_tiles, splits or _default_splits(rows, n_tiles, dev))
+    spt = scan_warps
+    n_tiles = triton.cdiv(vocab, spt * SUPER * GROUP)
+    splits = max(1, min(n_tiles, splits or _default_splits(rows, dev, programs_per_sm)))
     per_split = triton.cdiv(n_tiles, splits)
     splits = triton.cdiv(n_tiles, per_split)
-    gmax = torch.empty((rows, n_tiles * SUPERS_PER_TILE * SUPER), dtype=logits.dtype, device=dev)
-    smax = torch.empty((rows, n_tiles * SUPERS_PER_TILE), dtype=logits.dtype, device=dev)
+    gmax = torch.empty((rows, n_tiles * spt * SUPER), dtype=logits.dtype, device=dev)
+    smax = torch.empty((rows, n_tiles * spt), dtype=logits.dtype, device=dev)
     part_m = torch.empty((rows, splits), dtype=torch.float32, device=dev)
     part_s = torch.empty((rows, splits), dtype=torch.float32, device=dev)
     _scan_kernel[(rows, splits)](logits, gmax, smax, part_m, part_s, vocab, n_tiles, per_split, splits,
-                                 GROUP=GROUP, SUPER=SUPER, SPT=SUPERS_PER_TILE, num_warps=8)
+                                 GROUP=GROUP, SUPER=SUPER, SPT=spt, num_warps=spt)
     kp = max(2, triton.next_power_of_2(k))  # tl.topk needs k >= 2
     n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
-    _select_kernel[(rows,)](logits, gmax, smax, part_m, part_s, lp, tok, vocab, k, n_tiles, splits,
-                            GROUP=GROUP, SUPER=SUPER, SPT=SUPERS_PER_TILE, KP=kp,
-                            NSP=max(kp, triton.next_power_of_2(n_supers)), SPLP=triton.next_power_of_2(splits),
+    _select_kernel[(rows,)](logits, gmax, smax, part_m, part_s, lp, tok, vocab, k, gmax.shape[1], smax.shape[1],
+                            splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
+                            NSP=max(kp, triton.next_power_of_2(n_supers)),
+                            SPLP=max(64, triton.next_power_of_2(splits)),  # one compiled variant for most shapes
                             num_warps=4 if kp <= 64 else 8)
     return lp, tok
 

@@ -7,7 +7,10 @@ their samples (A, B, A, B, ...) so both see the same clocks and neighbours.
 
 Sections (`--sections`, all by default):
 - topk: vocab top-K + log-sum-exp, torch.topk + Triton LSE (old) vs the streaming kernel (new).
-- build: best-first tree build for budgets 16..256 (us per node shows the linear growth).
+- topk-tune: the streaming kernel's launch settings (scan warps x programs per SM) at the largest
+  batch, fastest first (the defaults are 8 warps, 8 programs per SM).
+- build: best-first tree build for budgets 16..256 (us per node shows the linear growth), with the
+  default warps per request against 1 and 2.
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
 - move: KV commit move over a Qwen3-8B-shaped pool (36 layers x K and V, 8 KV heads x 128,
   bf16), copying every pair (as SGLang's `move_kv_cache`) vs skipping identity and padding
@@ -139,17 +142,36 @@ def bench_topk(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return out
 
 
+def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """Streaming top-K launch settings at the largest batch and first K: scan warps x programs per SM."""
+    bs, k = max(args.batch), args.topk_k[0]
+    draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs)
+    configs = {f"warps={w} programs/SM={p}": (w, p) for w in (4, 8, 16) for p in (2, 4, 8, 16)}
+    t = timer.measure({name: (lambda w=w, p=p: draft_topk_stream(draft, k, scan_warps=w, programs_per_sm=p))
+                       for name, (w, p) in configs.items()})
+    out = [{"batch": bs, "k": k, "scan_warps": w, "programs_per_sm": p, "us": t[name]}
+           for name, (w, p) in configs.items()]
+    _table(f"Streaming top-K settings, batch {bs}, K={k}: us median [p10-p90]", ["setting", "us"],
+           [[name, _cell(t[name])] for name in sorted(configs, key=lambda n: t[n]["median"])])
+    return out
+
+
 def bench_build(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """Default launch (one warp per 128 frontier slots) side by side with 1 and 2 warps per request."""
     out, rows = [], []
     for bs in args.batch:
         draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs + 1)
         for budget in args.build_budget:
             lp, tok = draft_topk_radix(draft, min(budget, args.vocab))
-            t = timer.measure({"build": lambda: select_tree_triton(lp, tok, budget)})["build"]
-            out.append({"batch": bs, "budget": budget, "build_us": t, "us_per_node": t["median"] / budget})
-            rows.append([str(bs), str(budget), _cell(t), f"{t['median'] / budget:.2f}"])
+            t = timer.measure({"default": lambda: select_tree_triton(lp, tok, budget),
+                               "1 warp": lambda: select_tree_triton(lp, tok, budget, num_warps=1),
+                               "2 warps": lambda: select_tree_triton(lp, tok, budget, num_warps=2)})
+            out.append({"batch": bs, "budget": budget, **{f"{name}_us": v for name, v in t.items()},
+                        "us_per_node": t["default"]["median"] / budget})
+            rows.append([str(bs), str(budget), _cell(t["default"]), f"{t['default']['median'] / budget:.2f}",
+                         _cell(t["1 warp"]), _cell(t["2 warps"])])
     _table(f"Tree build (K = budget), D={args.depth}: us median [p10-p90]",
-           ["batch", "budget", "build", "us per node"], rows)
+           ["batch", "budget", "default warps", "us per node", "1 warp", "2 warps"], rows)
     return out
 
 
@@ -287,7 +309,7 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
-    "topk": bench_topk, "build": bench_build, "mask": bench_mask, "move": bench_move, "round": bench_round,
+    "topk": bench_topk, "topk-tune": bench_topk_tune, "build": bench_build, "mask": bench_mask, "move": bench_move, "round": bench_round,
 }
 
 
@@ -298,14 +320,14 @@ def main() -> int:
     parser.add_argument("--vocab", type=int, default=151936)
     parser.add_argument("--depth", type=int, default=15)
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--topk-k", type=int, nargs="+", default=[64, 256])
+    parser.add_argument("--topk-k", type=int, nargs="+", default=[64])
     parser.add_argument("--budget", type=int, nargs="+", default=[16, 64], help="mask, move and round sections")
     parser.add_argument("--build-budget", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     parser.add_argument("--prefix", type=int, default=1024, help="prefix length of every request (mask width)")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
-    parser.add_argument("--samples", type=int, default=15)
+    parser.add_argument("--samples", type=int, default=11)
     parser.add_argument("--replays", type=int, default=20)
     parser.add_argument("--json", type=Path, help="also write every figure here")
     args = parser.parse_args()
@@ -328,8 +350,8 @@ def main() -> int:
             failed.append(section)
             results[section] = {"error": traceback.format_exc()}
         print(f"({section}: {time.perf_counter() - t0:.0f} s)", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+        if args.json:  # after every section: a run cut short keeps what it measured
+            args.json.write_text(json.dumps(results, indent=1))
     if failed:
         print(f"FAILED sections: {failed}", file=sys.stderr)
     return 1 if failed else 0

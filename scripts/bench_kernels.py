@@ -43,7 +43,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
-from kernels.commit import commit_slots_triton, move_slots_triton  # noqa: E402
+from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
 from kernels.vocab_topk import draft_topk_radix, draft_topk_stream, draft_topk_triton  # noqa: E402
@@ -217,6 +217,22 @@ def _path_moves(bs: int, n: int, length: int, off_chain: bool, device: str) -> t
     return dst.to(device), src.to(device)
 
 
+def _moves_agree(buffers: list[torch.Tensor], dst: torch.Tensor, src: torch.Tensor, full_src: torch.Tensor) -> bool:
+    """Both kernels on random copies of two buffers give the torch reference's result."""
+    gen = torch.Generator(device=buffers[0].device).manual_seed(0)
+    start = [torch.randn(b.shape, generator=gen, device=b.device).to(b.dtype) for b in buffers]
+    ref = [b.clone() for b in start]
+    move_slots_torch(ref, dst, src)
+    agree = True
+    for pairs, skip in ((src, True), (full_src, False)):
+        work = [b.clone() for b in start]
+        ptrs = torch.tensor([b.data_ptr() for b in work], dtype=torch.uint64, device=dst.device)
+        strides = torch.tensor([b.stride(0) * b.element_size() for b in work], device=dst.device)
+        move_slots_triton(ptrs, strides, int(strides.max()), dst, pairs, skip_identity=skip)
+        agree &= all(torch.equal(w, r) for w, r in zip(work, ref))
+    return agree
+
+
 def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
     length = args.depth + 1
@@ -232,6 +248,7 @@ def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
             for kind in ("first-child", "off-chain"):
                 dst, src = _path_moves(bs, n, min(length, n), kind == "off-chain", args.device)
                 full_src = torch.where(src >= 0, src, dst)  # what SGLang's move is handed: every pair
+                same = _moves_agree(buffers[:2], dst, src, full_src)
                 t = timer.measure({
                     "all": lambda: move_slots_triton(ptrs, strides, stride, dst, full_src, skip_identity=False),
                     "skip": lambda: move_slots_triton(ptrs, strides, stride, dst, src),
@@ -239,14 +256,15 @@ def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 moved = int(((src >= 0) & (src != dst)).sum()) * stride * len(buffers) * 2
                 ratio = t["all"]["median"] / t["skip"]["median"]
                 out.append({"batch": bs, "budget": budget, "paths": kind, "all_us": t["all"], "skip_us": t["skip"],
-                            "ratio": ratio, "bytes_moved_skip": moved,
+                            "ratio": ratio, "same_result": same, "bytes_moved_skip": moved,
                             "bytes_moved_all": dst.numel() * stride * len(buffers) * 2})
                 rows.append([str(bs), str(budget), kind, _cell(t["all"]), _cell(t["skip"]), f"{ratio:.2f}x",
-                             f"{moved / 1e6:.1f}"])
+                             f"{moved / 1e6:.1f}", "yes" if same else "NO"])
             del buffers
     _table(f"KV commit move, {args.layers} layers x K,V of [{args.kv_heads}, {args.head_dim}] bf16, "
            f"path length {length} (3/4 accepted): us median [p10-p90]",
-           ["batch", "budget", "paths", "every pair", "skip identity", "ratio", "MB read+written (skip)"], rows)
+           ["batch", "budget", "paths", "every pair", "skip identity", "ratio", "MB read+written (skip)",
+            "same result"], rows)
     return out
 
 

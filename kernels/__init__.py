@@ -6,14 +6,17 @@ capturable. Modules import each other only relatively, so this package works bot
 `kernels` and as `sglang.srt.speculative.ddtree.kernels`.
 
 Additions to the agreed contract (all keyword arguments with defaults, nothing removed):
-- `build_tree_mask(parent, prefix_lens, prefix_lens_sum=None)`: the flat length needs
-  sum(prefix_lens) on the host; pass SGLang's `seq_lens_sum` or the call syncs (not capturable).
+- `build_tree_mask(parent, prefix_lens, prefix_lens_sum=None, prefix_ones=True)`: the flat length
+  needs sum(prefix_lens) on the host; pass SGLang's `seq_lens_sum` or the call syncs (not
+  capturable). `prefix_ones=False` skips the prefix columns (for SGLang's Triton verify kernel).
+- `commit.move_slots_triton(data_ptrs, data_strides, max_stride, dst, src)`: the KV commit move on
+  raw per-slot buffers, skipping padding and slot-onto-itself entries (CUDA only).
 - `pack_tree_mask(parent) -> int32[bs, n, ceil(n / 32)]`: tree columns only, bit j % 32 of word j // 32.
 - `posterior_tokens(..., all_greedy=False, filters=True, max_candidates=1024)`: host-known flags
   that skip work; top-k / top-p are exact within the top `max_candidates` logits (see posterior.py).
 - `accept_walk(..., max_depth=None)`: D = max_depth (the draft depth), else n - 1.
-- Vocab top-K and `gather_accepted` are torch ops on every device (torch.topk's radix select and a
-  gather are already sync-free and capturable); `tree_positions` is one add.
+- Vocab top-K: a streaming Triton top-K + log-sum-exp (K <= 256; torch.topk above); equal logits
+  rank in token order. `gather_accepted` is a torch gather; `tree_positions` is one add.
 """
 
 from .accept_walk import accept_walk

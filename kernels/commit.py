@@ -1,5 +1,8 @@
 """After the walk: which KV slots survive, and moving accepted rows to the front.
 
+`move_slots_triton`: the KV commit itself on raw per-slot buffers (a pool's `data_ptrs`), copying
+only the entries that move (not padding, not a slot onto itself).
+
 `commit_slots` (page size 1): `keep_loc[bs, D + 1]` = cache locations of the accepted path (root
 first, -1 padded) and `free_mask[bs, n]` = True for every tree node not on the path, i.e. the slots
 to hand back. Validity comes from `accept_len`, so a stale `accepted_idx` tail is ignored.
@@ -73,3 +76,54 @@ def gather_accepted(rows: torch.Tensor, accepted_idx: torch.Tensor) -> torch.Ten
     out = rows.gather(1, idx)
     pad = (accepted_idx < 0).view(bs, d1, *([1] * (rows.dim() - 2)))
     return out.masked_fill(pad, 0)
+
+
+@triton.jit
+def _move_slots_kernel(ptrs_ptr, strides_ptr, dst_ptr, src_ptr, L, TILE: tl.constexpr, LP: tl.constexpr,
+                       SKIP_IDENTITY: tl.constexpr):
+    buf = tl.program_id(0)
+    tile = tl.program_id(1)
+    b = tl.program_id(2).to(tl.int64)
+    stride = tl.load(strides_ptr + buf).to(tl.int64)
+    base = tl.load(ptrs_ptr + buf).to(tl.pointer_type(tl.uint8))
+    pos = tl.arange(0, LP)
+    src = tl.load(src_ptr + b * L + pos, mask=pos < L, other=-1)
+    dst = tl.load(dst_ptr + b * L + pos, mask=pos < L, other=-1)
+    live = src >= 0
+    if SKIP_IDENTITY:
+        live = live & (src != dst)
+    offs = tile * TILE + tl.arange(0, TILE)
+    mask = live[:, None] & (offs[None, :] < stride)
+    rows = tl.load(base + src[:, None] * stride + offs[None, :], mask=mask)
+    tl.debug_barrier()  # every read of this request's tile lands before any write (a dst may be another's src)
+    tl.store(base + dst[:, None] * stride + offs[None, :], rows, mask=mask)
+
+
+def _check_move(dst: torch.Tensor, src: torch.Tensor) -> None:
+    if dst.dim() != 2 or dst.shape != src.shape:
+        raise ValueError(f"dst and src must be equal [bs, L] shapes, got {tuple(dst.shape)}, {tuple(src.shape)}")
+
+
+def move_slots_triton(data_ptrs: torch.Tensor, data_strides: torch.Tensor, max_stride: int,
+                      dst: torch.Tensor, src: torch.Tensor, tile: int = 512, skip_identity: bool = True) -> None:
+    """Copy slot `src[b, i]` onto slot `dst[b, i]` in every buffer of `data_ptrs` (uint64 addresses,
+    `data_strides` bytes per slot, `max_stride` their host-known maximum); entries with src < 0 or
+    src == dst move nothing (`skip_identity=False` copies those too, as SGLang's move does: the
+    benchmark's baseline). Reads of one request land before its writes, so a request's
+    destinations may overlap its sources; different requests must not overlap."""
+    _check_move(dst, src)
+    bs, length = dst.shape
+    if bs == 0 or length == 0 or data_ptrs.numel() == 0:
+        return
+    grid = (data_ptrs.numel(), triton.cdiv(max_stride, tile), bs)
+    _move_slots_kernel[grid](data_ptrs, data_strides, dst.contiguous(), src.contiguous(), length,
+                             TILE=tile, LP=triton.next_power_of_2(length), SKIP_IDENTITY=skip_identity, num_warps=4)
+
+
+def move_slots_torch(buffers: list[torch.Tensor], dst: torch.Tensor, src: torch.Tensor) -> None:
+    """Reference on whole buffers (slot = first dimension): all reads, then the writes."""
+    _check_move(dst, src)
+    live = (src >= 0) & (src != dst)
+    for buf in buffers:
+        rows = buf[src[live]]
+        buf[dst[live]] = rows

@@ -11,7 +11,7 @@ next rank and opens slot n at rank 0 one level deeper. So the frontier is a fixe
 
 Tie rule (identical in the Triton kernel, the torch reference and the plain-Python heap in the
 tests): candidates compare by fp32 score; on equal scores the one whose parent has the smaller node
-index wins (-0.0 counts as +0.0). Equal logits inside one row keep torch.topk's rank order.
+index wins (-0.0 counts as +0.0). Equal logits inside one row rank in token order (vocab_topk.py).
 
 Each candidate is packed into one int64 key so that a single `max` yields the winner and all it
 needs: bits 27..58 order-preserving float bits, 16..26 `2047 - parent`, 11..15 parent depth,
@@ -133,8 +133,11 @@ def _tree_select_kernel(lp_ptr, tok_ptr, tokens_ptr, depth_ptr, parent_ptr, firs
     tl.store(score_ptr + out, score, mask=live)
 
 
-def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int) -> DraftTree:
-    """Triton: one program per request, `budget` sequential pops over a `budget + 1` slot frontier."""
+def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int, num_warps: int | None = None) -> DraftTree:
+    """Triton: one program per request, `budget` sequential pops over a `budget + 1` slot frontier.
+
+    `num_warps` (default: one per 128 slots, at most 8) only tunes the speed: fewer warps keep each
+    pop's max-reduction inside fewer warps (no cross-warp step at 1)."""
     check_tree_args(lp, tok, budget)
     bs, depth, k = lp.shape
     if budget == 0:
@@ -144,7 +147,7 @@ def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int) -> Draf
     score = torch.empty((bs, n), dtype=torch.float32, device=lp.device)
     f = triton.next_power_of_2(n)
     _tree_select_kernel[(bs,)](lp.contiguous(), tok.contiguous(), *ints, score, budget, depth, k,
-                               F=f, num_warps=max(1, min(8, f // 128)))
+                               F=f, num_warps=num_warps or max(1, min(8, f // 128)))
     return DraftTree(*ints, score)
 
 

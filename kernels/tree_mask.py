@@ -6,6 +6,11 @@ ancestors or itself. Requests are concatenated with no padding, so request b sta
 `n * sum(prefix_lens[:b]) + b * n * n`. The total length needs `sum(prefix_lens)` on the host:
 pass it (SGLang keeps it as `seq_lens_sum`) to stay sync-free.
 
+`prefix_ones=False` leaves the prefix columns out (unwritten on CUDA, False on the torch path) for
+backends that never read them: SGLang's Triton extend kernel in target verify
+(`skip_prefix_custom_mask=True`, its default) reads only the tree columns, at the same offsets.
+That saves `n * sum(prefix_lens)` bytes of writes per round; the layout and size are unchanged.
+
 Bit-packed variant: tree columns only, `int32[bs, n, ceil(n / 32)]`, column j in bit j % 32 of
 word j // 32 (two's complement, so bit 31 makes the word negative).
 """
@@ -39,7 +44,8 @@ def _ancestors(parent_ptr, b, rows, cols, n_nodes):
 
 @triton.jit
 def _tree_mask_kernel(parent_ptr, prefix_ptr, out_ptr, bs, n_nodes,
-                      R: tl.constexpr, NP: tl.constexpr, BSP: tl.constexpr, PB: tl.constexpr):
+                      R: tl.constexpr, NP: tl.constexpr, BSP: tl.constexpr, PB: tl.constexpr,
+                      PREFIX_ONES: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     rows = tl.program_id(1) * R + tl.arange(0, R)
     cols = tl.arange(0, NP)
@@ -52,11 +58,12 @@ def _tree_mask_kernel(parent_ptr, prefix_ptr, out_ptr, bs, n_nodes,
     anc = _ancestors(parent_ptr, b, rows, cols, n_nodes)
     tl.store(out_ptr + row_start[:, None] + prefix + cols[None, :], anc,
              mask=live[:, None] & (cols[None, :] < n_nodes))
-    poffs = tl.arange(0, PB)
-    ones = tl.full([R, PB], 1, tl.int1)
-    for start in range(0, prefix, PB):
-        tl.store(out_ptr + row_start[:, None] + start + poffs[None, :], ones,
-                 mask=live[:, None] & (start + poffs[None, :] < prefix))
+    if PREFIX_ONES:
+        poffs = tl.arange(0, PB)
+        ones = tl.full([R, PB], 1, tl.int1)
+        for start in range(0, prefix, PB):
+            tl.store(out_ptr + row_start[:, None] + start + poffs[None, :], ones,
+                     mask=live[:, None] & (start + poffs[None, :] < prefix))
 
 
 @triton.jit
@@ -81,20 +88,28 @@ def _check(parent: torch.Tensor) -> None:
         raise ValueError(f"parent must be [bs, n], got {tuple(parent.shape)}")
 
 
-def build_tree_mask_triton(parent: torch.Tensor, prefix_lens: torch.Tensor, prefix_lens_sum: int) -> torch.Tensor:
+def build_tree_mask_triton(parent: torch.Tensor, prefix_lens: torch.Tensor, prefix_lens_sum: int,
+                           prefix_ones: bool = True, out: torch.Tensor | None = None) -> torch.Tensor:
+    """`out`: a flat bool buffer of at least the mask's size to write into (e.g. a static one)."""
     _check(parent)
     bs, n = parent.shape
-    out = torch.empty(mask_numel(n, bs, prefix_lens_sum), dtype=torch.bool, device=parent.device)
+    numel = mask_numel(n, bs, prefix_lens_sum)
+    if out is None:
+        out = torch.empty(numel, dtype=torch.bool, device=parent.device)
+    elif out.dtype != torch.bool or out.dim() != 1 or out.numel() < numel or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous flat bool tensor of >= {numel} elements")
     if bs == 0:
         return out
     np_cols = triton.next_power_of_2(n)
     rows = _row_block(np_cols)
     _tree_mask_kernel[(bs, triton.cdiv(n, rows))](parent.contiguous(), prefix_lens.contiguous(), out, bs, n,
-                                                  R=rows, NP=np_cols, BSP=triton.next_power_of_2(bs), PB=256)
+                                                  R=rows, NP=np_cols, BSP=triton.next_power_of_2(bs), PB=256,
+                                                  PREFIX_ONES=prefix_ones)
     return out
 
 
-def build_tree_mask_torch(parent: torch.Tensor, prefix_lens: torch.Tensor, prefix_lens_sum: int) -> torch.Tensor:
+def build_tree_mask_torch(parent: torch.Tensor, prefix_lens: torch.Tensor, prefix_lens_sum: int,
+                          prefix_ones: bool = True) -> torch.Tensor:
     """Reference: ancestor matrix by repeated parent lookups, prefix columns by a per-element request map."""
     _check(parent)
     bs, n = parent.shape
@@ -109,7 +124,7 @@ def build_tree_mask_torch(parent: torch.Tensor, prefix_lens: torch.Tensor, prefi
     row, col = local // width, local % width
     inside = row < n  # `prefix_lens_sum` may be an upper bound: the tail past the last request
     tree_col = (col - lens[req]).clamp(min=0)
-    return inside & torch.where(col < lens[req], True, anc[req, row.clamp(max=n - 1), tree_col])
+    return inside & torch.where(col < lens[req], prefix_ones, anc[req, row.clamp(max=n - 1), tree_col])
 
 
 def ancestor_matrix_torch(parent: torch.Tensor) -> torch.Tensor:
@@ -147,18 +162,19 @@ def pack_tree_mask_torch(parent: torch.Tensor) -> torch.Tensor:
 
 
 def build_tree_mask(parent: torch.Tensor, prefix_lens: torch.Tensor,
-                    prefix_lens_sum: int | None = None) -> torch.Tensor:
+                    prefix_lens_sum: int | None = None, prefix_ones: bool = True) -> torch.Tensor:
     """Flat bool mask of all requests (layout in the module docstring); Triton on CUDA.
 
     `prefix_lens_sum` sizes the output and may be a host-side upper bound of sum(prefix_lens):
     the requests are packed from the start and the tail past them is padding (False on the torch
     path, unwritten on CUDA). Without it the sum is read from the device (a sync, not capturable).
+    `prefix_ones=False`: tree columns only (module docstring), for a backend that skips the prefix.
     """
     if prefix_lens_sum is None:
         prefix_lens_sum = int(prefix_lens.sum())
     if parent.is_cuda:
-        return build_tree_mask_triton(parent, prefix_lens, prefix_lens_sum)
-    return build_tree_mask_torch(parent, prefix_lens, prefix_lens_sum)
+        return build_tree_mask_triton(parent, prefix_lens, prefix_lens_sum, prefix_ones)
+    return build_tree_mask_torch(parent, prefix_lens, prefix_lens_sum, prefix_ones)
 
 
 def pack_tree_mask(parent: torch.Tensor) -> torch.Tensor:

@@ -1,18 +1,120 @@
 """Per-depth top-K draft log-probabilities: the only stage of the tree build that reads the vocabulary.
 
-`lp[b, d, r] = float32(logit) - logsumexp_fp32(row)` for the K largest logits of each row, in the
-order `torch.topk` returns them (descending; the order among equal logits is torch.topk's).
-The top-K itself is torch's radix select on the logits in their own dtype (no host sync,
-capturable; on an H200 it beat a two-stage chunked top-K and a top-K on an fp32 copy). The Triton
-kernel streams the row once in its own dtype to get an fp32 log-sum-exp and writes `lp`, so no
-fp32 copy of the `[bs, D, V]` logits is ever made.
+`lp[b, d, r] = float32(logit) - logsumexp_fp32(row)` for the K largest logits of each row,
+ordered by descending logit and, among equal logits, ascending token id (-0.0 equals +0.0; NaN
+logits are not supported).
+
+CUDA path, one streaming read of the logits in their own dtype (no fp32 copy, no host sync):
+1. `_scan_kernel`, several programs per row: an fp32 log-sum-exp partial per program, the max of
+   every group of `GROUP` logits and of every super-group of `SUPER` groups.
+2. `_select_kernel`, one program per row: merges the partials into the LSE, then narrows the
+   candidates three times with `tl.topk` on packed int64 keys (fp32 bits | reversed index):
+   top-KP super-groups of `SUPER` groups -> top-KP groups inside them -> top-KP logits inside
+   those groups.
+   Exact: a group outside the top-KP groups (ranked by their max, then index) has KP groups above
+   it, each with a logit ranked above all of its own, so none of its logits is in the top KP.
+KP = next power of two >= max(K, 2); K <= `STREAM_MAX_K`. Larger K falls back to torch.topk plus the
+fused LSE kernel (the order among equal logits is then torch.topk's).
 """
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
+
+GROUP = 32  # logits per group (the unit of the last narrowing)
+SUPER = 16  # groups per super-group (the unit of the second narrowing)
+SCAN_WARPS = 8  # one super-group per warp: a scan tile = 8 * 16 * 32 = 4096 logits
+PROGRAMS_PER_SM = 8  # scan programs per SM the row splitting aims at
+TILE = SCAN_WARPS * SUPER * GROUP
+STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
+
+
+@triton.jit
+def _key(value, index):
+    """Packed int64 key, larger = earlier in the order (logit desc, index asc); -0.0 == +0.0."""
+    bits = value.to(tl.float32).to(tl.int32, bitcast=True)
+    bits = tl.where(bits == -2147483648, 0, bits)
+    ordered = tl.where(bits >= 0, bits.to(tl.int64) + 2147483648, (~bits).to(tl.int64))
+    return (ordered << 31) | (2147483647 - index.to(tl.int64))
+
+
+@triton.jit
+def _key_index(key):
+    return 2147483647 - (key & 2147483647)
+
+
+@triton.jit
+def _key_value(key):
+    ordered = key >> 31
+    return tl.where(ordered >= 2147483648, ordered - 2147483648, ~ordered).to(tl.int32).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles_per_split, splits,
+                 GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr):
+    """Tiles [SUPER groups, SPT super-groups, GROUP logits] (super-group in the middle, so each warp
+    owns whole super-groups and no maximum crosses warps): group and super-group maxima out;
+    per-group running max / sum-exp kept in registers, folded into one (max, sum) at the end."""
+    row = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1)
+    sup = tl.arange(0, SPT)
+    grp = tl.arange(0, SUPER)
+    cols = tl.arange(0, GROUP)
+    in_tile = (sup[None, :, None] * SUPER + grp[:, None, None]) * GROUP + cols[None, None, :]
+    gout = sup[None, :] * SUPER + grp[:, None]
+    run_max = tl.full([SUPER, SPT], float("-inf"), tl.float32)
+    run_sum = tl.zeros([SUPER, SPT], tl.float32)
+    for t in range(split * tiles_per_split, tl.minimum((split + 1) * tiles_per_split, n_tiles)):
+        offs = t * (SPT * SUPER * GROUP) + in_tile
+        x = tl.load(logits_ptr + row * V + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        gmax = tl.max(x, axis=2)
+        tl.store(gmax_ptr + (row * n_tiles + t) * (SPT * SUPER) + gout, gmax)
+        tl.store(smax_ptr + (row * n_tiles + t) * SPT + sup, tl.max(gmax, axis=0))
+        new_max = tl.maximum(run_max, gmax)
+        safe = tl.where(new_max == float("-inf"), 0.0, new_max)
+        run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(x - safe[:, :, None]), axis=2)
+        run_max = new_max
+    row_max = tl.max(tl.max(run_max, axis=1), axis=0)
+    safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
+    tl.store(m_ptr + row * splits + split, row_max)
+    tl.store(s_ptr + row * splits + split, tl.sum(tl.sum(run_sum * tl.exp(run_max - safe_max), axis=1), axis=0))
+
+
+@triton.jit
+def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, lp_ptr, tok_ptr, V, K, gmax_stride, smax_stride,
+                   splits, GROUP: tl.constexpr, SUPER: tl.constexpr, KP: tl.constexpr, NSP: tl.constexpr,
+                   SPLP: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    n_groups = (V + GROUP - 1) // GROUP
+    n_supers = (n_groups + SUPER - 1) // SUPER
+    # log-sum-exp from the per-split partials
+    soffs = tl.arange(0, SPLP)
+    m = tl.load(m_ptr + row * splits + soffs, mask=soffs < splits, other=float("-inf"))
+    s = tl.load(s_ptr + row * splits + soffs, mask=soffs < splits, other=0.0)
+    row_max = tl.max(m, axis=0)
+    safe = tl.where(row_max == float("-inf"), 0.0, row_max)
+    lse = safe + tl.log(tl.sum(s * tl.exp(m - safe), axis=0))
+    # 1. top-KP super-groups
+    sup = tl.arange(0, NSP)
+    sval = tl.load(smax_ptr + row * smax_stride + sup, mask=sup < n_supers, other=0.0)
+    top = tl.topk(tl.where(sup < n_supers, _key(sval, sup), -1), KP)
+    # 2. top-KP groups inside them
+    gidx = _key_index(top)[:, None] * SUPER + tl.arange(0, SUPER)[None, :]
+    gok = (top[:, None] >= 0) & (gidx < n_groups)
+    gval = tl.load(gmax_ptr + row * gmax_stride + gidx, mask=gok, other=0.0)
+    top = tl.topk(tl.reshape(tl.where(gok, _key(gval, gidx), -1), [KP * SUPER]), KP)
+    # 3. top-KP logits inside those groups
+    eidx = _key_index(top)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
+    eok = (top[:, None] >= 0) & (eidx < V)
+    x = tl.load(logits_ptr + row * V + eidx, mask=eok, other=0.0)
+    top = tl.topk(tl.reshape(tl.where(eok, _key(x, eidx), -1), [KP * GROUP]), KP)
+    koffs = tl.arange(0, KP)
+    tl.store(lp_ptr + row * K + koffs, _key_value(top) - lse, mask=koffs < K)
+    tl.store(tok_ptr + row * K + koffs, _key_index(top), mask=koffs < K)
 
 
 @triton.jit
@@ -36,15 +138,29 @@ def _lse_minus_kernel(logits_ptr, vals_ptr, lp_ptr, V, K, BLOCK: tl.constexpr, K
     tl.store(lp_ptr + row * K + koffs, vals - lse, mask=koffs < K)
 
 
+def _check(draft_logits: torch.Tensor, k: int) -> None:
+    if draft_logits.dim() != 3:
+        raise ValueError(f"draft_logits must be [bs, D, V], got {tuple(draft_logits.shape)}")
+    if not 1 <= k <= draft_logits.shape[-1]:
+        raise ValueError(f"k={k} must be in [1, V={draft_logits.shape[-1]}]")
+    if draft_logits.shape[-1] >= 2**31:
+        raise ValueError(f"V={draft_logits.shape[-1]} must be below 2**31")
+
+
 def draft_topk_torch(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference: fp32 log-sum-exp by torch, same top-K. Returns (lp fp32, token int64), [bs, D, k]."""
-    vals, idx = torch.topk(draft_logits, k, dim=-1)
-    lse = torch.logsumexp(draft_logits.float(), dim=-1, keepdim=True)
-    return vals.float() - lse, idx
+    """Reference: a stable descending sort (ties in token order) and torch's fp32 log-sum-exp.
+
+    Returns (lp fp32, token int64), both [bs, D, k]."""
+    _check(draft_logits, k)
+    logits = draft_logits.float() + 0.0  # -0.0 -> +0.0, as the kernel compares them
+    vals, idx = torch.sort(logits, dim=-1, descending=True, stable=True)
+    lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+    return vals[..., :k] - lse, idx[..., :k]
 
 
-def draft_topk_triton(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Triton log-sum-exp fused with the `vals - lse` write; same values as `draft_topk_torch`."""
+def draft_topk_radix(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.topk (order among equal logits is torch's) + the fused Triton LSE; any K, CUDA or interpreter."""
+    _check(draft_logits, k)
     bs, depth, vocab = draft_logits.shape
     logits = draft_logits.contiguous()
     vals, idx = torch.topk(logits, k, dim=-1)
@@ -57,12 +173,65 @@ def draft_topk_triton(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor,
     return lp, idx
 
 
+@functools.lru_cache(maxsize=None)
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 4
+
+
+def _default_splits(rows: int, device: torch.device, programs_per_sm: int) -> int:
+    """Programs per row: enough to give every SM a few (a batch-1 round has only D rows)."""
+    return triton.cdiv(programs_per_sm * _sm_count(device), max(rows, 1))
+
+
+def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
+                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `draft_topk_torch`.
+
+    `splits` (programs per row; default from `programs_per_sm`) and `scan_warps` (a power of two,
+    = super-groups per scan tile) only tune the speed."""
+    _check(draft_logits, k)
+    if k > STREAM_MAX_K:
+        raise ValueError(f"k={k} exceeds the streaming kernel's {STREAM_MAX_K}")
+    bs, depth, vocab = draft_logits.shape
+    logits = draft_logits.contiguous()
+    dev = logits.device
+    rows = bs * depth
+    lp = torch.empty((bs, depth, k), dtype=torch.float32, device=dev)
+    tok = torch.empty((bs, depth, k), dtype=torch.int64, device=dev)
+    if rows == 0:
+        return lp, tok
+    spt = scan_warps
+    n_tiles = triton.cdiv(vocab, spt * SUPER * GROUP)
+    splits = max(1, min(n_tiles, splits or _default_splits(rows, dev, programs_per_sm)))
+    per_split = triton.cdiv(n_tiles, splits)
+    splits = triton.cdiv(n_tiles, per_split)
+    gmax = torch.empty((rows, n_tiles * spt * SUPER), dtype=logits.dtype, device=dev)
+    smax = torch.empty((rows, n_tiles * spt), dtype=logits.dtype, device=dev)
+    part_m = torch.empty((rows, splits), dtype=torch.float32, device=dev)
+    part_s = torch.empty((rows, splits), dtype=torch.float32, device=dev)
+    _scan_kernel[(rows, splits)](logits, gmax, smax, part_m, part_s, vocab, n_tiles, per_split, splits,
+                                 GROUP=GROUP, SUPER=SUPER, SPT=spt, num_warps=spt)
+    kp = max(2, triton.next_power_of_2(k))  # tl.topk needs k >= 2
+    n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
+    _select_kernel[(rows,)](logits, gmax, smax, part_m, part_s, lp, tok, vocab, k, gmax.shape[1], smax.shape[1],
+                            splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
+                            NSP=max(kp, triton.next_power_of_2(n_supers)),
+                            SPLP=max(64, triton.next_power_of_2(splits)),  # one compiled variant for most shapes
+                            num_warps=4 if kp <= 64 else 8)
+    return lp, tok
+
+
+def draft_topk_triton(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The streaming kernel when K allows it, else torch.topk + the fused LSE kernel."""
+    if k <= STREAM_MAX_K:
+        return draft_topk_stream(draft_logits, k)
+    return draft_topk_radix(draft_logits, k)
+
+
 def draft_topk(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-`k` tokens per draft row with fp32 log-softmax values; Triton on CUDA, torch elsewhere."""
-    if draft_logits.dim() != 3:
-        raise ValueError(f"draft_logits must be [bs, D, V], got {tuple(draft_logits.shape)}")
-    if not 1 <= k <= draft_logits.shape[-1]:
-        raise ValueError(f"k={k} must be in [1, V={draft_logits.shape[-1]}]")
+    _check(draft_logits, k)
     if draft_logits.is_cuda:
         return draft_topk_triton(draft_logits, k)
     return draft_topk_torch(draft_logits, k)

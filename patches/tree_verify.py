@@ -44,17 +44,18 @@ class DDTreeVerifyInput(DFlashVerifyInput):
         bonus_tokens: torch.Tensor,
         prefix_lens: torch.Tensor,
         prefix_lens_sum_bound: int,
+        prefix_ones: bool = True,
     ) -> "DDTreeVerifyInput":
         """Verify input for `tree` (root = `bonus_tokens`) after prefixes of `prefix_lens`.
 
         `prefix_lens_sum_bound` is a host value >= sum(prefix_lens): it sizes the mask without
-        reading the device.
+        reading the device. `prefix_ones=False` skips the prefix columns (`mask_reads_prefix`).
         """
         bs, n = tree.tokens.shape
         tokens = tree.tokens
         tokens[:, 0] = bonus_tokens
         positions = tree_positions(tree.depth, prefix_lens)
-        mask = build_tree_mask(tree.parent, prefix_lens, prefix_lens_sum_bound)
+        mask = build_tree_mask(tree.parent, prefix_lens, prefix_lens_sum_bound, prefix_ones=prefix_ones)
         return cls(
             draft_token=tokens.reshape(-1),
             positions=positions.reshape(-1),
@@ -62,6 +63,21 @@ class DDTreeVerifyInput(DFlashVerifyInput):
             custom_mask=mask,
             capture_hidden_mode=CaptureHiddenMode.FULL,
         )
+
+
+def mask_reads_prefix(attn_backend: object) -> bool:
+    """Whether the target's attention backend reads the prefix columns of the tree mask.
+
+    Only SGLang's own Triton backend is known not to: in target verify it calls
+    `extend_attention_fwd` without `skip_prefix_custom_mask`, whose default (True in 0.5.11-0.5.23)
+    skips them. Its deterministic mode (the unified kernel reads every column), a dLLM attention,
+    FlashInfer (packs the whole mask) and any other or wrapping backend get the full layout.
+    """
+    return not (
+        type(attn_backend).__name__ == "TritonAttnBackend"
+        and getattr(attn_backend, "enable_deterministic", None) is False
+        and getattr(attn_backend, "dllm_attention", None) is None
+    )
 
 
 def pad_tree(tree: "DraftTree", width: int) -> "DraftTree":

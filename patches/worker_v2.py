@@ -57,7 +57,8 @@ from sglang.srt.speculative.ddtree.kernels import (
     gather_accepted,
     posterior_tokens,
 )
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
+from sglang.srt.speculative.ddtree.kv_move import SlotMover
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
@@ -155,6 +156,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(resolved.random_seed or 0))
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
+        self._slot_mover: SlotMover | None = None  # built on first use: the pool exists by then
         # 0.5.20+ also wants the post-verify lengths for its recurrent-state tracking.
         self._mamba_commit_takes_post_lens = "seq_lens_post_verify" in inspect.signature(
             DFlashWorkerV2._update_target_mamba_state_after_verify
@@ -222,7 +224,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         nodes_first_child, nodes_next_sibling = tree.first_child, tree.next_sibling
         tree = pad_tree(tree, self.verify_width)
         verify_input = DDTreeVerifyInput.from_tree(
-            tree, draft_input.bonus_tokens, prefix_lens, int(bound_cpu.sum())
+            tree, draft_input.bonus_tokens, prefix_lens, int(bound_cpu.sum()),
+            prefix_ones=mask_reads_prefix(self.target_worker.model_runner.attn_backend),
         )
         cache_loc_2d = self._request_slots(batch, prefix_lens, self.verify_width)
         logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
@@ -361,11 +364,12 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         path_len = accepted_idx.shape[1]
         keep_loc, _ = commit_slots(accepted_idx, accept_len, cache_loc_2d[:, : self.tree_size])
         path_slots = cache_loc_2d[:, :path_len].contiguous()
-        # Unused path entries copy a slot onto itself; node i sits at depth i of the path and its
-        # index is >= i, so no source is overwritten before it is read.
-        src = torch.where(keep_loc >= 0, keep_loc, path_slots)
-        kv_cache = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
-        kv_cache.move_kv_cache(path_slots.reshape(-1), src.reshape(-1))
+        # Node i sits at depth i of the path and its index is >= i, so no source is overwritten
+        # before it is read; unused entries (-1) and slots already in place are not moved.
+        if self._slot_mover is None:
+            kv_cache = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
+            self._slot_mover = SlotMover(kv_cache)
+        self._slot_mover.move(path_slots, keep_loc)
         return path_slots
 
     def _commit_draft_kv(self, hidden, accepted_idx, commit_lens, path_slots, prefix_lens) -> None:

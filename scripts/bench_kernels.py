@@ -1,61 +1,279 @@
-"""Per-round cost of the DDTree kernels on one GPU, against the CPU heap + numpy visibility reference.
+"""Per-round cost of the DDTree kernels on one GPU: stages, side-by-side ratios, a CPU reference.
 
-Each stage is captured alone in a CUDA graph and timed over many replays with CUDA events (the
-graph launch is included); "build+mask+walk" is the three captured together, the shape a serving
-round would use. The reference copies the per-depth top-K to the host, runs the plain-Python
-best-first heap and the numpy visibility matrix for every request (tests/kernels_reference.py).
+Every timed callable is captured alone in a CUDA graph; a sample is the mean of `--replays`
+replays between two CUDA events (graph launch included), and each figure is the median of
+`--samples` samples with the 10th-90th percentile spread. Side-by-side comparisons interleave
+their samples (A, B, A, B, ...) so both see the same clocks and neighbours.
 
-    python scripts/bench_kernels.py --vocab 151936 --depth 15 --batch 1 8 64 --budget 16 64 256
+Sections (`--sections`, all by default):
+- topk: vocab top-K + log-sum-exp, torch.topk + Triton LSE (old) vs the streaming kernel (new).
+- topk-tune: the streaming kernel's launch settings (scan warps x programs per SM) at the largest
+  batch, fastest first (the defaults are 8 warps, 8 programs per SM).
+- build: best-first tree build for budgets 16..256 (us per node shows the linear growth), with the
+  default warps per request against 1 and 2.
+- mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
+- move: KV commit move over a Qwen3-8B-shaped pool (36 layers x K and V, 8 KV heads x 128,
+  bf16), copying every pair (as SGLang's `move_kv_cache`) vs skipping identity and padding
+  entries; first-child paths (nothing moves) and off-chain paths.
+- round: the stages one round runs and build+mask+walk in one graph, against the host
+  reference (device->host copy, plain-Python heap and numpy visibility per request).
+
+    python scripts/bench_kernels.py --json bench.json
+    python scripts/bench_kernels.py --device cpu --vocab 3000 --batch 2 --topk-k 8 --budget 8 \
+        --build-budget 8 16 --samples 2 --replays 1 --layers 2   # smoke run (TRITON_INTERPRET=1)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import statistics
 import sys
 import time
+import traceback
 from pathlib import Path
+from typing import Callable
 
-import torch
+if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu":
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
+
+import torch  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
-from kernels.commit import commit_slots_triton  # noqa: E402
+from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
-from kernels.vocab_topk import draft_topk_triton  # noqa: E402
+from kernels.vocab_topk import draft_topk_radix, draft_topk_stream, draft_topk_triton  # noqa: E402
 from tests.kernels_reference import heap_tree, visibility  # noqa: E402
 
-DEVICE = "cuda"
+Stats = dict[str, float]
 
 
-def graph_time_us(fn, replays: int) -> float:
-    """Mean microseconds per replay of `fn` captured once in a CUDA graph."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
+class Timer:
+    """Medians of interleaved samples; CUDA graph replays on a GPU, eager calls on the CPU."""
+
+    def __init__(self, device: str, samples: int, replays: int):
+        self.device, self.samples, self.replays = device, samples, replays
+
+    def _runner(self, fn: Callable[[], object]) -> Callable[[], float]:
+        if self.device == "cpu":
+            def run_cpu() -> float:
+                t0 = time.perf_counter()
+                for _ in range(self.replays):
+                    fn()
+                return (time.perf_counter() - t0) * 1e6 / self.replays
+            return run_cpu
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
             fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    for _ in range(3):
-        graph.replay()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000 / replays
+        for _ in range(3):
+            graph.replay()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+        def run_graph() -> float:
+            start.record()
+            for _ in range(self.replays):
+                graph.replay()
+            end.record()
+            torch.cuda.synchronize()
+            return start.elapsed_time(end) * 1000 / self.replays
+        return run_graph
+
+    def measure(self, fns: dict[str, Callable[[], object]]) -> dict[str, Stats]:
+        runners = {name: self._runner(fn) for name, fn in fns.items()}
+        samples: dict[str, list[float]] = {name: [] for name in fns}
+        for _ in range(self.samples):
+            for name, run in runners.items():
+                samples[name].append(run())
+        return {name: _stats(values) for name, values in samples.items()}
+
+
+def _stats(values: list[float]) -> Stats:
+    ordered = sorted(values)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))]  # noqa: E731
+    return {"median": statistics.median(ordered), "p10": pick(0.1), "p90": pick(0.9)}
+
+
+def _cell(s: Stats) -> str:
+    return f"{s['median']:.1f} [{s['p10']:.1f}-{s['p90']:.1f}]"
+
+
+def _table(title: str, cols: list[str], rows: list[list[str]]) -> None:
+    print(f"\n## {title}\n")
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for row in rows:
+        print("| " + " | ".join(row) + " |", flush=True)
+
+
+def _draft_logits(bs: int, depth: int, vocab: int, device: str, seed: int) -> torch.Tensor:
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return (torch.randn(bs, depth, vocab, generator=gen, device=device) * 4).to(torch.bfloat16)
+
+
+def bench_topk(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """Old torch.topk path vs the streaming kernel; also checks they select the same values."""
+    out, rows = [], []
+    for bs in args.batch:
+        draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs)
+        for k in args.topk_k:
+            old_lp, _ = draft_topk_radix(draft, k)
+            new_lp, new_tok = draft_topk_stream(draft, k)
+            same = bool(torch.equal(draft.gather(-1, new_tok), torch.topk(draft, k, dim=-1).values)
+                        and torch.allclose(new_lp, old_lp, rtol=0, atol=1e-5))
+            t = timer.measure({"old": lambda: draft_topk_radix(draft, k), "new": lambda: draft_topk_stream(draft, k)})
+            ratio = t["old"]["median"] / t["new"]["median"]
+            gbps = draft.numel() * draft.element_size() / (t["new"]["median"] * 1e3)
+            out.append({"batch": bs, "k": k, "old_us": t["old"], "new_us": t["new"], "ratio": ratio,
+                        "new_read_GBps": gbps, "same_values": same})
+            rows.append([str(bs), str(k), _cell(t["old"]), _cell(t["new"]), f"{ratio:.2f}x", f"{gbps:.0f}",
+                         "yes" if same else "NO"])
+    _table(f"Vocab top-K + LSE, V={args.vocab}, D={args.depth}, bf16: us median [p10-p90]",
+           ["batch", "K", "torch.topk + LSE", "streaming", "old/new", "streaming GB/s", "same values"], rows)
+    return out
+
+
+def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """Streaming top-K launch settings at the largest batch and first K: scan warps x programs per SM."""
+    bs, k = max(args.batch), args.topk_k[0]
+    draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs)
+    configs = {f"warps={w} programs/SM={p}": (w, p) for w in (4, 8, 16) for p in (2, 4, 8, 16)}
+    t = timer.measure({name: (lambda w=w, p=p: draft_topk_stream(draft, k, scan_warps=w, programs_per_sm=p))
+                       for name, (w, p) in configs.items()})
+    out = [{"batch": bs, "k": k, "scan_warps": w, "programs_per_sm": p, "us": t[name]}
+           for name, (w, p) in configs.items()]
+    _table(f"Streaming top-K settings, batch {bs}, K={k}: us median [p10-p90]", ["setting", "us"],
+           [[name, _cell(t[name])] for name in sorted(configs, key=lambda n: t[n]["median"])])
+    return out
+
+
+def bench_build(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """Default launch (one warp per 128 frontier slots) side by side with 1 and 2 warps per request."""
+    out, rows = [], []
+    for bs in args.batch:
+        draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs + 1)
+        for budget in args.build_budget:
+            lp, tok = draft_topk_radix(draft, min(budget, args.vocab))
+            t = timer.measure({"default": lambda: select_tree_triton(lp, tok, budget),
+                               "1 warp": lambda: select_tree_triton(lp, tok, budget, num_warps=1),
+                               "2 warps": lambda: select_tree_triton(lp, tok, budget, num_warps=2)})
+            out.append({"batch": bs, "budget": budget, **{f"{name}_us": v for name, v in t.items()},
+                        "us_per_node": t["default"]["median"] / budget})
+            rows.append([str(bs), str(budget), _cell(t["default"]), f"{t['default']['median'] / budget:.2f}",
+                         _cell(t["1 warp"]), _cell(t["2 warps"])])
+    _table(f"Tree build (K = budget), D={args.depth}: us median [p10-p90]",
+           ["batch", "budget", "default warps", "us per node", "1 warp", "2 warps"], rows)
+    return out
+
+
+def _tree(bs: int, budget: int, args: argparse.Namespace):
+    draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs * 1000 + budget)
+    lp, tok = draft_topk_radix(draft, min(budget, args.vocab))
+    return draft, lp, tok, select_tree_triton(lp, tok, budget)
+
+
+def bench_mask(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    out, rows = [], []
+    for bs in args.batch:
+        for budget in args.budget:
+            parent = _tree(bs, budget, args)[3].parent
+            prefix_lens = torch.full((bs,), args.prefix, device=args.device)
+            total = args.prefix * bs
+            t = timer.measure({
+                "full": lambda: build_tree_mask_triton(parent, prefix_lens, total),
+                "tree_only": lambda: build_tree_mask_triton(parent, prefix_lens, total, prefix_ones=False),
+            })
+            ratio = t["full"]["median"] / t["tree_only"]["median"]
+            out.append({"batch": bs, "budget": budget, "prefix": args.prefix, "full_us": t["full"],
+                        "tree_only_us": t["tree_only"], "ratio": ratio})
+            rows.append([str(bs), str(budget), _cell(t["full"]), _cell(t["tree_only"]), f"{ratio:.2f}x"])
+    _table(f"Tree mask, prefix {args.prefix}: us median [p10-p90]",
+           ["batch", "budget", "with prefix ones", "tree columns only", "ratio"], rows)
+    return out
+
+
+def _path_moves(bs: int, n: int, length: int, off_chain: bool, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """dst = a request's first `length` slots; src = accepted nodes' slots, -1 past the accepted
+    length (3/4 of it accepted). First-child path: node d at depth d (src == dst)."""
+    gen = torch.Generator().manual_seed(bs * n)
+    accepted = max(1, 3 * length // 4)
+    dst = torch.arange(bs * n).view(bs, n)[:, :length].clone()
+    src = torch.full((bs, length), -1, dtype=torch.int64)
+    for b in range(bs):
+        nodes = torch.arange(accepted)
+        if off_chain:
+            nodes = torch.cat([torch.zeros(1, dtype=torch.int64),
+                               torch.randperm(n - 1, generator=gen)[: accepted - 1].sort().values + 1])
+        src[b, :accepted] = b * n + nodes
+    return dst.to(device), src.to(device)
+
+
+def _moves_agree(buffers: list[torch.Tensor], dst: torch.Tensor, src: torch.Tensor, full_src: torch.Tensor) -> bool:
+    """Both kernels on random copies of two buffers give the torch reference's result."""
+    gen = torch.Generator(device=buffers[0].device).manual_seed(0)
+    start = [torch.randn(b.shape, generator=gen, device=b.device).to(b.dtype) for b in buffers]
+    ref = [b.clone() for b in start]
+    move_slots_torch(ref, dst, src)
+    agree = True
+    for pairs, skip in ((src, True), (full_src, False)):
+        work = [b.clone() for b in start]
+        ptrs = torch.tensor([b.data_ptr() for b in work], dtype=torch.uint64, device=dst.device)
+        strides = torch.tensor([b.stride(0) * b.element_size() for b in work], device=dst.device)
+        move_slots_triton(ptrs, strides, int(strides.max()), dst, pairs, skip_identity=skip)
+        agree &= all(torch.equal(w, r) for w, r in zip(work, ref))
+    return agree
+
+
+def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    out, rows = [], []
+    length = args.depth + 1
+    for bs in args.batch:
+        for budget in args.budget:
+            n = budget + 1
+            slots = bs * n + 1
+            buffers = [torch.zeros(slots, args.kv_heads, args.head_dim, dtype=torch.bfloat16, device=args.device)
+                       for _ in range(2 * args.layers)]
+            ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64, device=args.device)
+            stride = buffers[0].stride(0) * buffers[0].element_size()
+            strides = torch.full((len(buffers),), stride, dtype=torch.int64, device=args.device)
+            for kind in ("first-child", "off-chain"):
+                dst, src = _path_moves(bs, n, min(length, n), kind == "off-chain", args.device)
+                full_src = torch.where(src >= 0, src, dst)  # what SGLang's move is handed: every pair
+                same = _moves_agree(buffers[:2], dst, src, full_src)
+                t = timer.measure({
+                    "all": lambda: move_slots_triton(ptrs, strides, stride, dst, full_src, skip_identity=False),
+                    "skip": lambda: move_slots_triton(ptrs, strides, stride, dst, src),
+                })
+                moved = int(((src >= 0) & (src != dst)).sum()) * stride * len(buffers) * 2
+                ratio = t["all"]["median"] / t["skip"]["median"]
+                out.append({"batch": bs, "budget": budget, "paths": kind, "all_us": t["all"], "skip_us": t["skip"],
+                            "ratio": ratio, "same_result": same, "bytes_moved_skip": moved,
+                            "bytes_moved_all": dst.numel() * stride * len(buffers) * 2})
+                rows.append([str(bs), str(budget), kind, _cell(t["all"]), _cell(t["skip"]), f"{ratio:.2f}x",
+                             f"{moved / 1e6:.1f}", "yes" if same else "NO"])
+            del buffers
+    _table(f"KV commit move, {args.layers} layers x K,V of [{args.kv_heads}, {args.head_dim}] bf16, "
+           f"path length {length} (3/4 accepted): us median [p10-p90]",
+           ["batch", "budget", "paths", "every pair", "skip identity", "ratio", "MB read+written (skip)",
+            "same result"], rows)
+    return out
 
 
 def reference_us(lp: torch.Tensor, budget: int, reps: int) -> float:
     """Host reference per round: device->host copy, heap per request, numpy visibility per request."""
     best = float("inf")
     for _ in range(reps):
-        torch.cuda.synchronize()
+        if lp.is_cuda:
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         host = lp.cpu().numpy()
         for b in range(host.shape[0]):
@@ -65,64 +283,97 @@ def reference_us(lp: torch.Tensor, budget: int, reps: int) -> float:
     return best * 1e6
 
 
-def bench(bs: int, budget: int, depth: int, vocab: int, prefix: int, replays: int) -> dict[str, float]:
-    dev = DEVICE
-    gen = torch.Generator(device=dev).manual_seed(bs * 1000 + budget)
-    draft = (torch.randn(bs, depth, vocab, generator=gen, device=dev) * 4).to(torch.bfloat16)
-    k = min(budget, vocab)
-    lp, tok = draft_topk_triton(draft, k)
-    tree = select_tree_triton(lp, tok, budget)
-    n = budget + 1
-    prefix_lens = torch.full((bs,), prefix, device=dev)
-    prefix_sum = prefix * bs
-    tokens = tree.tokens.clone()
-    tokens[:, 0] = 0
-    kid = tokens.gather(1, tree.first_child.clamp(min=0))
-    posterior = torch.where(torch.rand(bs, n, generator=gen, device=dev) < 0.7, kid,
-                            torch.randint(0, vocab, (bs, n), generator=gen, device=dev))
-    cache_loc = torch.arange(bs * n, device=dev).view(bs, n)
-    acc, length, _ = accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth)
+def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    out, rows = [], []
+    cols = ["topk", "build", "mask", "walk", "commit", "build+mask+walk", "reference"]
+    for bs in args.batch:
+        for budget in args.budget:
+            dev, depth, k = args.device, args.depth, min(budget, args.vocab)
+            draft, lp, tok, tree = _tree(bs, budget, args)
+            gen = torch.Generator(device=dev).manual_seed(bs + budget)
+            n = budget + 1
+            prefix_lens = torch.full((bs,), args.prefix, device=dev)
+            prefix_sum = args.prefix * bs
+            tokens = tree.tokens.clone()
+            tokens[:, 0] = 0
+            kid = tokens.gather(1, tree.first_child.clamp(min=0))
+            posterior = torch.where(torch.rand(bs, n, generator=gen, device=dev) < 0.7, kid,
+                                    torch.randint(0, args.vocab, (bs, n), generator=gen, device=dev))
+            cache_loc = torch.arange(bs * n, device=dev).view(bs, n)
+            acc, length, _ = accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth)
 
-    def round_fn() -> None:
-        t = select_tree_triton(lp, tok, budget)
-        build_tree_mask_triton(t.parent, prefix_lens, prefix_sum)
-        accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
+            def round_fn() -> None:
+                t = select_tree_triton(lp, tok, budget)
+                build_tree_mask_triton(t.parent, prefix_lens, prefix_sum)
+                accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
 
-    out = {
-        "topk": graph_time_us(lambda: draft_topk_triton(draft, k), replays),
-        "build": graph_time_us(lambda: select_tree_triton(lp, tok, budget), replays),
-        "mask": graph_time_us(lambda: build_tree_mask_triton(tree.parent, prefix_lens, prefix_sum), replays),
-        "walk": graph_time_us(lambda: accept_walk_triton(tokens, tree.first_child, tree.next_sibling,
-                                                         posterior, depth), replays),
-        "commit": graph_time_us(lambda: commit_slots_triton(acc, length, cache_loc), replays),
-        "build+mask+walk": graph_time_us(round_fn, replays),
-        "reference": reference_us(lp, budget, reps=3),
-        "mean_accept": float(length.float().mean()),
-    }
-    out["speedup"] = out["reference"] / out["build+mask+walk"]
+            t = timer.measure({
+                "topk": lambda: draft_topk_triton(draft, k),
+                "build": lambda: select_tree_triton(lp, tok, budget),
+                "mask": lambda: build_tree_mask_triton(tree.parent, prefix_lens, prefix_sum),
+                "walk": lambda: accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth),
+                "commit": lambda: commit_slots_triton(acc, length, cache_loc),
+                "build+mask+walk": round_fn,
+            })
+            ref = reference_us(lp, budget, reps=3)
+            t["reference"] = {"median": ref, "p10": ref, "p90": ref}
+            speedup = ref / t["build+mask+walk"]["median"]
+            out.append({"batch": bs, "budget": budget, **{c: t[c] for c in cols}, "speedup": speedup,
+                        "mean_accept": float(length.float().mean())})
+            rows.append([str(bs), str(budget)] + [f"{t[c]['median']:.1f}" for c in cols] + [f"{speedup:.0f}x"])
+    _table(f"Round stages (medians, us), V={args.vocab}, D={args.depth}, prefix={args.prefix}; reference = "
+           "best of 3 host runs", ["batch", "budget", *cols, "speedup"], rows)
     return out
 
 
-def main() -> None:
+SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
+    "topk": bench_topk, "topk-tune": bench_topk_tune, "build": bench_build, "mask": bench_mask, "move": bench_move, "round": bench_round,
+}
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
     parser.add_argument("--vocab", type=int, default=151936)
     parser.add_argument("--depth", type=int, default=15)
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--budget", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--topk-k", type=int, nargs="+", default=[64])
+    parser.add_argument("--budget", type=int, nargs="+", default=[16, 64], help="mask, move and round sections")
+    parser.add_argument("--build-budget", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     parser.add_argument("--prefix", type=int, default=1024, help="prefix length of every request (mask width)")
-    parser.add_argument("--replays", type=int, default=200)
+    parser.add_argument("--layers", type=int, default=36)
+    parser.add_argument("--kv-heads", type=int, default=8)
+    parser.add_argument("--head-dim", type=int, default=128)
+    parser.add_argument("--samples", type=int, default=11)
+    parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--json", type=Path, help="also write every figure here")
     args = parser.parse_args()
-    print(f"# {torch.cuda.get_device_name()}, torch {torch.__version__}, V={args.vocab}, D={args.depth}, "
-          f"prefix={args.prefix}, times in us per round (CUDA graph replay)")
-    cols = ["topk", "build", "mask", "walk", "commit", "build+mask+walk", "reference", "speedup"]
-    print("| batch | budget | " + " | ".join(cols) + " |")
-    print("|" + "---|" * (len(cols) + 2))
-    for bs in args.batch:
-        for budget in args.budget:
-            r = bench(bs, budget, args.depth, args.vocab, args.prefix, args.replays)
-            cells = [f"{r[c]:.1f}" if c != "speedup" else f"{r[c]:.0f}x" for c in cols]
-            print(f"| {bs} | {budget} | " + " | ".join(cells) + " |", flush=True)
+    timer = Timer(args.device, args.samples, args.replays)
+    name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu (Triton interpreter)"
+    import triton
+
+    meta = {"device": name, "torch": torch.__version__, "triton": triton.__version__, "args": {
+        k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+    print(f"# {name}, torch {torch.__version__}, triton {triton.__version__}; samples={args.samples} x "
+          f"replays={args.replays}")
+    results: dict[str, object] = {"meta": meta}
+    failed = []
+    for section in args.sections:
+        t0 = time.perf_counter()
+        try:
+            results[section] = SECTIONS[section](args, timer)
+        except Exception:  # report the others; the exit status says one failed
+            traceback.print_exc()
+            failed.append(section)
+            results[section] = {"error": traceback.format_exc()}
+        print(f"({section}: {time.perf_counter() - t0:.0f} s)", flush=True)
+        if args.json:  # after every section: a run cut short keeps what it measured
+            args.json.write_text(json.dumps(results, indent=1))
+    if failed:
+        print(f"FAILED sections: {failed}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -153,3 +153,14 @@ def test_build_tree_api() -> None:
     _assert_matches_heap(tree, lp, 20)
     with pytest.raises(ValueError):
         build_tree(logits, 200, topk=1)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_warps", [1, 2])
+def test_triton_launch_warps_keep_results(device: str, num_warps: int) -> None:
+    """The benchmark's warps-per-request knob changes nothing but speed (compiled on CUDA)."""
+    lp, tok = _lp(2, 15, 512, 256, seed=5)
+    ref = select_tree_torch(lp, tok, 256)
+    got = select_tree_triton(lp.to(device), tok.to(device), 256, num_warps=num_warps)
+    for name in ref._fields:
+        assert torch.equal(getattr(got, name).cpu(), getattr(ref, name)), name

@@ -86,3 +86,28 @@ def test_mask_sized_by_an_upper_bound_packs_requests_from_the_start(device):
     bounded = build_tree_mask(parent, prefix, 8 + 6)  # e.g. host lengths plus one round of lag
     assert bounded.numel() == exact.numel() + 4 * 6
     assert torch.equal(bounded[: exact.numel()], exact)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bs,depth,budget", [(3, 4, 7), (2, 15, 64)])
+def test_tree_only_mask_writes_no_prefix(device: str, bs: int, depth: int, budget: int) -> None:
+    """prefix_ones=False: same size, tree columns as the full mask; torch writes False in the prefix,
+    Triton leaves it untouched (checked by writing into pre-filled buffers)."""
+    parent = _parents(bs, depth, budget, seed=budget + 3)
+    prefix_lens = torch.randint(1, 300, (bs,), generator=torch.Generator().manual_seed(7))
+    total = int(prefix_lens.sum())
+    full = build_tree_mask_torch(parent, prefix_lens, total)
+    ref = build_tree_mask_torch(parent, prefix_lens, total, prefix_ones=False)
+    n = parent.shape[1]
+    in_prefix = torch.zeros_like(full)
+    offset = 0
+    for length in prefix_lens.tolist():
+        in_prefix[offset:offset + n * (length + n)].view(n, length + n)[:, :length] = True
+        offset += n * (length + n)
+    assert torch.equal(ref, full & ~in_prefix)
+    for fill, expect in ((True, full), (False, ref)):
+        buf = torch.full((full.numel() + 5,), fill, dtype=torch.bool, device=device)
+        got = build_tree_mask_triton(parent.to(device), prefix_lens.to(device), total, prefix_ones=False, out=buf)
+        assert got is buf and torch.equal(buf[: full.numel()].cpu(), expect) and bool(buf[-5:].eq(fill).all())
+    with pytest.raises(ValueError, match="out must be"):
+        build_tree_mask_triton(parent.to(device), prefix_lens.to(device), total, out=buf[:10])

@@ -228,7 +228,8 @@ def test_torchvision_stand_in_satisfies_module_level_imports() -> None:
 def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) -> None:
     """The mask the DDTree worker hands SGLang is the one its Triton target-verify kernel reads:
     SGLang's own extend-attention kernel (interpreted on CPU) on a tree that leaves the
-    first-child chain equals an ancestor-mask reference, and is far from a causal one."""
+    first-child chain equals an ancestor-mask reference, and is far from a causal one; it skips the
+    prefix columns, so the tree-only mask DDTree writes for it changes nothing."""
     env = {**os.environ, "PYTHONPATH": str(release.site), "PYTHONNOUSERSITE": "1"}
     done = subprocess.run(
         [str(release.python), str(HELPERS / "tree_attention_probe.py"), str(REPO)],
@@ -239,3 +240,8 @@ def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) 
     assert report["off_chain"], "the tree must leave the chain, or causal and tree masks agree"
     assert report["max_err_tree"] < 1e-4
     assert report["max_err_causal"] > 1e-2
+    # The tree-only mask (prefix columns False, unwritten on CUDA) gives the same attention.
+    assert report["tree_only_prefix_false"] and report["max_err_tree_only_mask"] < 1e-4
+    # ... and the facts the worker's gate (patches/tree_verify.py: mask_reads_prefix) relies on.
+    assert report["backend_class"] == "TritonAttnBackend"
+    assert report["skip_prefix_default"] is True and not report["backend_passes_skip_prefix"]

@@ -38,6 +38,7 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
     w.max_commit = min(budget, BLOCK - 1) + 1
     w._sample_generator = torch.Generator().manual_seed(0)
     w._width_offsets = torch.arange(w.verify_width)
+    w._slot_mover = None
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1
     w.model_runner = types.SimpleNamespace(req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token.view(BS, 4096)))
     w.kv = torch.full((BS * 4096 + 1,), -1, dtype=torch.int64)

@@ -1,0 +1,41 @@
+"""Commit move of the accepted nodes' target KV that touches only the entries that move.
+
+SGLang's `move_kv_cache` copies every (tgt, src) pair it is given, so a round that moves
+`bs x max_commit` pairs copies them all, slot-onto-itself ones included (every pair of a
+first-child path). `kernels.commit.move_slots_triton` copies the same per-slot buffers (the
+pool's `data_ptrs` / `data_strides`, which SGLang's own tiled copy walks) and skips identity
+and padding entries on the device: no host sync, fixed launch shape. Only the plain
+`MHATokenToKVPool` (slot-major, no native/FP4 scale path) is handled; other pools keep SGLang's
+own `move_kv_cache`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from sglang.srt.speculative.ddtree.kernels.commit import move_slots_triton
+
+
+class SlotMover:
+    """Moves accepted KV for one target pool; decides once whether the skipping kernel applies."""
+
+    def __init__(self, pool: object):
+        self.pool = pool
+        self.direct = (
+            type(pool).__name__ == "MHATokenToKVPool"
+            and getattr(pool, "layer_num", 0) > 0
+            and not getattr(pool, "use_hnd", False)
+            and not getattr(pool, "use_native_move_kv_cache", False)
+            and getattr(pool, "native_k_scale_buffer", None) is None
+            and isinstance(getattr(pool, "data_ptrs", None), torch.Tensor)
+            and isinstance(getattr(pool, "data_strides", None), torch.Tensor)
+        )
+        # Host copy of the widest slot, read once here (the strides never change).
+        self.max_stride = int(pool.data_strides.max()) if self.direct else 0
+
+    def move(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        """Slot src[b, i] onto dst[b, i]; src < 0 means no move (padding past the accepted length)."""
+        if self.direct:
+            move_slots_triton(self.pool.data_ptrs, self.pool.data_strides, self.max_stride, dst, src)
+            return
+        self.pool.move_kv_cache(dst.reshape(-1), torch.where(src >= 0, src, dst).reshape(-1))

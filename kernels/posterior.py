@@ -231,31 +231,30 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     offs, blocks = torch.arange(block, device=dev), torch.arange(nb, device=dev)
     rnd = 0
     while bool(searching.any()):
-        target = uniform_torch(seed_r, pos_r, rnd) * floor_mass
-        cum = mass.cumsum(-1)
-        last_b = torch.where(mass > 0, blocks, -1).amax(-1)
+        a = searching.nonzero()[:, 0]  # the rows still drawing (host sync: reference only)
+        target = uniform_torch(seed_r[a], pos_r[a], rnd) * floor_mass[a]
+        m = mass[a]
+        cum = m.cumsum(-1)
+        last_b = torch.where(m > 0, blocks, -1).amax(-1)
         pick_b = torch.minimum(torch.where(cum > target[:, None], blocks, nb).amin(-1), last_b).clamp(min=0)
-        before = torch.where(blocks < pick_b[:, None], mass, 0.0).sum(-1)
-        zp = zb[torch.arange(rows, device=dev), pick_b]
-        w = torch.exp(zp - row_max)
-        w = torch.where((zp > floor[:, None]) & (w >= mp[:, None]), w, 0.0)
+        before = torch.where(blocks < pick_b[:, None], m, 0.0).sum(-1)
+        zp = zb[a, pick_b]
+        w = torch.exp(zp - row_max[a])
+        w = torch.where((zp > floor[a, None]) & (w >= mp[a, None]), w, 0.0)
         cw = before[:, None] + w.cumsum(-1)
         last_j = torch.where(w > 0, offs, -1).amax(-1)
         pick_j = torch.minimum(torch.where(cw > target[:, None], offs, block).amin(-1), last_j).clamp(min=0)
         token = pick_b * block + pick_j
         z_pick = zp.gather(1, pick_j[:, None])
-        gt = zb > z_pick[..., None]
-        above_n = gt.sum((-1, -2))
-        above = torch.where(gt, w_all, 0.0).sum(-1)
+        gt = zb[a] > z_pick[..., None]
+        above = torch.where(gt, w_all[a], 0.0).sum(-1)
         above_mass = above.sum(-1)
-        kept = (~k_on | (above_n < k)) & (~p_on | (above_mass <= p * total))
-        done = searching & kept
-        out = torch.where(done, token, out)
-        retry = searching & ~kept
-        floor = torch.where(retry, z_pick[:, 0], floor)
-        mass = torch.where(retry[:, None], above, mass)
-        floor_mass = torch.where(retry, above_mass, floor_mass)
-        searching = retry
+        kept = (~k_on[a] | (gt.sum((-1, -2)) < k[a])) & (~p_on[a] | (above_mass <= p[a] * total[a]))
+        out[a] = torch.where(kept, token, out[a])
+        floor[a] = torch.where(kept, floor[a], z_pick[:, 0])
+        mass[a] = torch.where(kept[:, None], m, above)
+        floor_mass[a] = torch.where(kept, floor_mass[a], above_mass)
+        searching[a] = ~kept
         rnd += 1
     return out.view(bs, n)
 

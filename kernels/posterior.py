@@ -130,9 +130,9 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
                 mass = tl.where(blocks == bi, s, mass)
         floor = tl.full([], float("-inf"), tl.float32)
         floor_mass = tl.sum(mass, axis=0)
-        rnd = 0
-        token = 0
-        searching = 1
+        rnd = tl.zeros([], tl.int32)
+        token = tl.zeros([], tl.int32)
+        searching = tl.full([], 1, tl.int32)
         while searching > 0:
             # 2. inverse-CDF draw among the tokens above the floor
             target = _uniform(seed, position, rnd) * floor_mass
@@ -152,7 +152,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
             searching = 0
             if k_on | p_on:
                 # 3. is the draw in the kept set? count and mass strictly above it
-                above_n = 0
+                above_n = tl.zeros([], tl.int32)
                 above = tl.zeros([NBP], tl.float32)
                 for bi in range(0, NB):
                     idx = bi * BLOCK + offs

@@ -17,10 +17,16 @@ SGLang's penalizers do), and `committed` adds each round's emitted tokens. Alloc
 
 from __future__ import annotations
 
+import os
+
 import torch
 
 from sglang.srt.speculative.ddtree.kernels import posterior_tokens
 from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, apply_path_penalties
+
+# Test hook for scripts/gpu_sampling_check.py only: a node with a child emits its first child (the
+# draft's top guess) with this probability, a deliberately biased sampler the check must catch.
+_TEST_BIAS = float(os.environ.get("DDTREE_TEST_POSTERIOR_BIAS") or 0.0)
 
 _PENALIZERS = {
     "BatchedFrequencyPenalizer": "frequency_penalties",
@@ -129,5 +135,15 @@ class NodeSampler:
         if info.is_all_greedy:
             return logits.argmax(dim=-1)
         seed = info.sampling_seed if getattr(info, "sampling_seed", None) is not None else generator
-        return posterior_tokens(logits, info.temperatures.view(-1), info.top_ks.view(-1), info.top_ps.view(-1), seed,
-                                min_p=info.min_ps.view(-1), positions=positions)
+        out = posterior_tokens(logits, info.temperatures.view(-1), info.top_ks.view(-1), info.top_ps.view(-1), seed,
+                               min_p=info.min_ps.view(-1), positions=positions)
+        return _favour_first_child(out, tree_tokens, parent, generator) if _TEST_BIAS else out
+
+
+def _favour_first_child(out: torch.Tensor, tree_tokens: torch.Tensor, parent: torch.Tensor,
+                        generator: torch.Generator) -> torch.Tensor:
+    n = parent.shape[1]
+    children = parent[:, None, :] == torch.arange(n, device=parent.device)[None, :, None]  # [bs, j, i]
+    first = children.to(torch.int8).argmax(-1)
+    lucky = torch.rand(out.shape, generator=generator, device=generator.device).to(out.device) < _TEST_BIAS
+    return torch.where(lucky & children.any(-1), tree_tokens.gather(1, first), out)

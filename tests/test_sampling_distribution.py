@@ -59,10 +59,12 @@ def sglang_penalized(raw: np.ndarray, counts: np.ndarray, freq: float, pres: flo
 
 
 def _bins(probs: np.ndarray, draws: int) -> list[np.ndarray]:
-    """Token groups in rank order with >= 10 expected draws each (the rest pooled)."""
+    """The favoured token of the biased alternative alone, the others in rank order in groups of
+    >= 10 expected draws (the rest pooled into the last)."""
+    fav = _favoured(probs)
     order = np.argsort(-probs, kind="stable")
-    order = order[probs[order] > 0]
-    groups, cur, mass = [], [], 0.0
+    order = order[(probs[order] > 0) & (order != fav)]
+    groups, cur, mass = [np.array([fav])], [], 0.0
     for tok in order:
         cur.append(tok)
         mass += probs[tok]

@@ -1,6 +1,7 @@
 """Posterior token at every tree node: what the target itself would emit there.
 
-Greedy rows (temperature <= 0): argmax of the logits (lowest index on ties). Sampled rows: an exact
+Greedy rows (temperature <= 0, or top_k = 1: SGLang's encoding of greedy requests): argmax of the
+logits (lowest index on ties). Sampled rows: an exact
 draw from SGLang's sampling distribution of that row, with no vocabulary truncation:
 
     probs = softmax(logits / T); keep token v iff
@@ -18,10 +19,12 @@ How (one program per node, streaming the row; nothing is sorted):
 2. Inverse-CDF draw: a uniform u picks the block whose cumulative mass crosses u * mass, then the
    token inside that one block.
 3. With top-k / top-p, one more pass counts the tokens and the mass strictly above the drawn
-   token X. X is kept -> done. Otherwise every token <= X is outside the kept set (it is an upper
-   set), so the next draw is from the tokens strictly above X, whose block masses that same pass
-   produced. Rejection from nested supports that all contain the kept set gives an exact sample of
-   the kept set; each round strictly raises the floor, so it ends (usually after 1-2 rounds).
+   token X (and above 7 higher cut candidates between X and the row max). X is kept -> done.
+   Otherwise every token <= X is outside the kept set (it is an upper set), and so is every token
+   <= a candidate with >= top_k tokens or > top_p of the mass above it: the next draw is from the
+   tokens above the highest such cut, whose block masses that same pass produced. Rejection from
+   nested supports that all contain the kept set gives an exact sample of the kept set; each
+   round strictly raises the floor, so it ends (usually after 1-2 rounds).
 
 Randomness: u = hash(seed[b], position[b, j], round) in (0, 1) with 24 random bits. Nodes are keyed
 by their position, not their index: the emitted token at position q is then F_ctx(q)^-1(u_q), the
@@ -39,6 +42,7 @@ import triton.language as tl
 _M32 = 0xFFFFFFFF
 _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
 BLOCK = 2048
+CUTS = 8  # cut candidates per check pass (the drawn token and 7 above it)
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -82,14 +86,15 @@ def _uniform(seed, position, rnd):
 
 @triton.jit
 def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr,
-                      n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr):
+                      n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     x_row = logits_ptr + row * V
     offs = tl.arange(0, BLOCK)
     blocks = tl.arange(0, NBP)
     temp = tl.load(temp_ptr + b).to(tl.float32)
-    if temp <= 0.0:
+    top_k = tl.load(topk_ptr + b).to(tl.int64)
+    if (temp <= 0.0) | (top_k == 1):
         best = tl.full([BLOCK], float("-inf"), tl.float32)
         best_idx = tl.full([BLOCK], 2147483647, tl.int32)
         for start in range(0, V, BLOCK):
@@ -100,7 +105,6 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
         top = tl.max(best, axis=0)
         tl.store(out_ptr + row, tl.min(tl.where(best == top, best_idx, 2147483647), axis=0).to(tl.int64))
     else:
-        top_k = tl.load(topk_ptr + b).to(tl.int64)
         top_p = tl.load(topp_ptr + b).to(tl.float32)
         min_p = tl.load(minp_ptr + b).to(tl.float32)
         seed = tl.load(seed_ptr + b)
@@ -151,20 +155,32 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
             z_pick = tl.sum(tl.where(offs == pick_j, z, 0.0), axis=0)
             searching = 0
             if k_on | p_on:
-                # 3. is the draw in the kept set? count and mass strictly above it
-                above_n = tl.zeros([], tl.int32)
-                above = tl.zeros([NBP], tl.float32)
+                # 3. is the draw in the kept set? Count and mass strictly above it, and above NC - 1
+                # higher cut candidates: a rejected draw moves the floor to the highest candidate
+                # that still has every kept token above it (at least top_k tokens or more than
+                # top_p of the mass strictly above it), so hard rows need fewer rounds.
+                ci = tl.arange(0, NC)
+                cand = z_pick + (row_max - z_pick) * (ci.to(tl.float32) / NC)
+                above_n = tl.zeros([NC], tl.int32)
+                above = tl.zeros([NC, NBP], tl.float32)
                 for bi in range(0, NB):
                     idx = bi * BLOCK + offs
                     z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-                    gt = z > z_pick
-                    above_n += tl.sum(gt.to(tl.int32), axis=0)
-                    above = tl.where(blocks == bi, tl.sum(tl.where(gt, tl.exp(z - row_max), 0.0), axis=0), above)
-                above_mass = tl.sum(above, axis=0)
-                kept = ((top_k <= 0) | (top_k >= V) | (above_n < top_k)) & ((top_p >= 1.0) | (above_mass <= top_p * total))
-                floor = tl.where(kept, floor, z_pick)
-                mass = tl.where(kept, mass, above)
-                floor_mass = tl.where(kept, floor_mass, above_mass)
+                    w = tl.exp(z - row_max)
+                    gt = z[None, :] > cand[:, None]
+                    above_n += tl.sum(gt.to(tl.int32), axis=1)
+                    s = tl.sum(tl.where(gt, w[None, :], 0.0), axis=1)
+                    above = tl.where(blocks[None, :] == bi, s[:, None], above)
+                above_mass = tl.sum(above, axis=1)
+                by_k = tl.where(k_on, (above_n >= top_k).to(tl.int32), 0)
+                by_p = tl.where(p_on, (above_mass > top_p * total).to(tl.int32), 0)
+                outside = (by_k + by_p) > 0
+                best = tl.max(tl.where(outside, ci, -1), axis=0)
+                kept = best < 0
+                pick = ci == best
+                floor = tl.where(kept, floor, tl.sum(tl.where(pick, cand, 0.0), axis=0))
+                mass = tl.where(kept, mass, tl.sum(tl.where(pick[:, None], above, 0.0), axis=0))
+                floor_mass = tl.where(kept, floor_mass, tl.sum(tl.where(pick, above_mass, 0.0), axis=0))
                 searching = tl.where(kept, 0, 1)
             rnd += 1
         tl.store(out_ptr + row, token.to(tl.int64))
@@ -212,7 +228,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     temp, k, p, mp = per_row(temperature.float()), per_row(top_k.long()), per_row(top_p.float()), per_row(min_p.float())
     seed_r, pos_r = per_row(seed), positions.reshape(rows)
     out = x.argmax(dim=-1)
-    sampled = temp > 0
+    sampled = (temp > 0) & (k != 1)
     if not bool(sampled.any()):
         return out.view(bs, n)
     z = torch.nn.functional.pad(x / torch.where(sampled, temp, 1.0)[:, None], (0, nb * block - vocab), value=float("-inf"))
@@ -246,14 +262,20 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         pick_j = torch.minimum(torch.where(cw > target[:, None], offs, block).amin(-1), last_j).clamp(min=0)
         token = pick_b * block + pick_j
         z_pick = zp.gather(1, pick_j[:, None])
-        gt = zb[a] > z_pick[..., None]
-        above = torch.where(gt, w_all[a], 0.0).sum(-1)
+        frac = torch.arange(CUTS, device=dev, dtype=torch.float32) / CUTS
+        cand = z_pick + (row_max[a] - z_pick) * frac  # [A, CUTS]
+        za, wa = zb[a], w_all[a]
+        above_n = torch.stack([(za > cand[:, i, None, None]).sum((-1, -2)) for i in range(CUTS)], 1)
+        above = torch.stack([torch.where(za > cand[:, i, None, None], wa, 0.0).sum(-1) for i in range(CUTS)], 1)
         above_mass = above.sum(-1)
-        kept = (~k_on[a] | (gt.sum((-1, -2)) < k[a])) & (~p_on[a] | (above_mass <= p[a] * total[a]))
+        outside = (k_on[a, None] & (above_n >= k[a, None])) | (p_on[a, None] & (above_mass > (p[a] * total[a])[:, None]))
+        best = torch.where(outside, torch.arange(CUTS, device=dev), -1).amax(-1)
+        kept = best < 0
+        sel = best.clamp(min=0)
         out[a] = torch.where(kept, token, out[a])
-        floor[a] = torch.where(kept, floor[a], z_pick[:, 0])
-        mass[a] = torch.where(kept[:, None], m, above)
-        floor_mass[a] = torch.where(kept, floor_mass[a], above_mass)
+        floor[a] = torch.where(kept, floor[a], cand.gather(1, sel[:, None])[:, 0])
+        mass[a] = torch.where(kept[:, None], m, above[torch.arange(len(a), device=dev), sel])
+        floor_mass[a] = torch.where(kept, floor_mass[a], above_mass.gather(1, sel[:, None])[:, 0])
         searching[a] = ~kept
         rnd += 1
     return out.view(bs, n)
@@ -274,7 +296,7 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
         _posterior_kernel[(bs * n,)](
             logits, temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
             min_p.float().contiguous(), seed.contiguous(), positions.contiguous(), out, n, vocab, nb,
-            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), num_warps=8 if block >= 2048 else 4,
+            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, num_warps=8 if block >= 2048 else 4,
         )
     return out
 

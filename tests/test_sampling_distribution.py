@@ -5,8 +5,9 @@ sampler: softmax(logits / T), sort, top-k ranks, top-p on the mass before a rank
 the top probability; penalties from the output-token counts: additive, then repetition scaling,
 then the logit bias). The node sits at depth 2 of a tree, so its own path (two tokens) counts as
 output. Draws: 20,000 rows per setting on the torch path (all rows in a few vectorised calls) and
-1,000 on interpreted Triton (about 10 ms per row on one CPU core, so 20k would take minutes);
-their per-node draws are compared by chi-square over bins of >= 10 expected draws in rank order.
+1,000-2,000 on interpreted Triton (10-100 ms per row on one CPU core: 20k would take an hour);
+their per-node draws are compared by chi-square over ~40 rank-ordered bins (the favoured token
+of the alternative below in a bin of its own).
 
 Power: the alternative is a sampler that moves 3 % of the mass onto one kept token (rank 10; as
 a walk that favours a draft token would). `_power` computes, from the same bins, the noncentrality
@@ -59,8 +60,8 @@ def sglang_penalized(raw: np.ndarray, counts: np.ndarray, freq: float, pres: flo
 
 
 def _bins(probs: np.ndarray, draws: int) -> list[np.ndarray]:
-    """The favoured token of the biased alternative alone, the others in rank order in groups of
-    >= 10 expected draws (the rest pooled into the last)."""
+    """The favoured token of the biased alternative alone, the others in rank order in about 40
+    groups of >= max(10, draws / 40) expected draws (the rest pooled into the last)."""
     fav = _favoured(probs)
     order = np.argsort(-probs, kind="stable")
     order = order[(probs[order] > 0) & (order != fav)]
@@ -68,7 +69,7 @@ def _bins(probs: np.ndarray, draws: int) -> list[np.ndarray]:
     for tok in order:
         cur.append(tok)
         mass += probs[tok]
-        if mass * draws >= 10:
+        if mass * draws >= max(10.0, draws / 40):
             groups.append(np.array(cur))
             cur, mass = [], 0.0
     if cur:
@@ -134,7 +135,7 @@ SETTINGS = {
     "temperature_0.7": (2048, 2.0, dict(temp=0.7), {}),
     "top_p_0.9_flat": (8192, 0.3, dict(temp=1.0, top_p=0.9), {}),
     "top_k_2000_flat": (8192, 0.3, dict(temp=1.0, top_k=2000), {}),
-    "min_p_0.2": (2048, 2.0, dict(temp=1.0, min_p=0.2), {}),
+    "min_p_0.2": (2048, 0.8, dict(temp=1.0, min_p=0.2), {}),
     "joint_k_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=50, top_p=0.8, min_p=0.05), {}),
     "repetition_1.3": (2048, 1.5, dict(temp=1.0), dict(rep=1.3)),
     "frequency_0.5": (2048, 1.5, dict(temp=1.0), dict(freq=0.5)),
@@ -183,7 +184,7 @@ def _draw(name: str, rows: int, sampler) -> np.ndarray:
         got = sampler(adjusted.expand(r, 1, -1).contiguous(), samp["temp"] * ones,
                       torch.full((r,), samp.get("top_k", -1)), samp.get("top_p", 1.0) * ones,
                       torch.arange(start, start + r) * 7919 + len(name), min_p=samp.get("min_p", 0.0) * ones,
-                      positions=torch.full((r, 1), 1000), block=512)
+                      positions=torch.full((r, 1), 1000))
         out.append(got[:, 0].numpy())
     return np.concatenate(out)
 
@@ -200,14 +201,15 @@ def test_torch_path_matches_sglang(name: str) -> None:
     _check(name, _draw(name, 20_000, posterior_tokens_torch))
 
 
-TRITON_SETTINGS = ["temperature_1", "top_p_0.9_flat", "top_k_2000_flat", "min_p_0.2", "repetition_1.3",
-                   "all_penalties_top_p"]
+# draws per setting on interpreted Triton: 1,000 where that already gives power >= 0.99
+TRITON_SETTINGS = {"temperature_1": 2000, "top_p_0.9_flat": 1000, "top_k_2000_flat": 1000, "min_p_0.2": 2000,
+                   "repetition_1.3": 2000, "all_penalties_top_p": 2000}
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="the CPU run interprets Triton; on CUDA the equality tests cover it")
-@pytest.mark.parametrize("name", TRITON_SETTINGS)
+@pytest.mark.parametrize("name", list(TRITON_SETTINGS))
 def test_interpreted_triton_matches_sglang(name: str) -> None:
-    _check(name, _draw(name, 1_000, posterior_tokens_triton))
+    _check(name, _draw(name, TRITON_SETTINGS[name], posterior_tokens_triton))
 
 
 def test_path_penalties_per_node() -> None:

@@ -66,7 +66,7 @@ def engine_main(cfg_path: str, out_path: str) -> None:
     kw = dict(model_path=cfg["target"], tokenizer_path=cfg["target"], skip_tokenizer_init=True, dtype="bfloat16",
               attention_backend="triton", sampling_backend="pytorch", grammar_backend="none",
               disable_flashinfer_autotune=True, mem_fraction_static=0.5, context_length=256,
-              random_seed=cfg["seed"], log_level="warning", max_running_requests=256, disable_cuda_graph=True)
+              random_seed=cfg["seed"], log_level="warning", max_running_requests=1024, disable_cuda_graph=True)
     if cfg["algo"] != "NONE":
         kw.update(speculative_algorithm=cfg["algo"], speculative_draft_model_path=cfg["draft"],
                   speculative_ddtree_budget=cfg["budget"])

@@ -222,6 +222,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     dev = target_logits.device
     rows = bs * n
+    block = min(block, triton.next_power_of_2(vocab))  # as the launcher: the same blocks, the same sums
     nb = -(-vocab // block)
     x = target_logits.reshape(rows, vocab).float()
     per_row = lambda t: t.repeat_interleave(n)  # noqa: E731

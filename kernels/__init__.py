@@ -12,8 +12,11 @@ Additions to the agreed contract (all keyword arguments with defaults, nothing r
 - `commit.move_slots_triton(data_ptrs, data_strides, max_stride, dst, src)`: the KV commit move on
   raw per-slot buffers, skipping padding and slot-onto-itself entries (CUDA only).
 - `pack_tree_mask(parent) -> int32[bs, n, ceil(n / 32)]`: tree columns only, bit j % 32 of word j // 32.
-- `posterior_tokens(..., all_greedy=False, filters=True, max_candidates=1024)`: host-known flags
-  that skip work; top-k / top-p are exact within the top `max_candidates` logits (see posterior.py).
+- `posterior_tokens(..., min_p=None, positions=None, all_greedy=False)`: SGLang's temperature /
+  top-k / top-p / min-p distribution drawn exactly over the whole vocabulary; `positions` [bs, n]
+  key the randomness; `all_greedy` (host-known) is a plain argmax (see posterior.py).
+- `path_penalties.apply_path_penalties`: SGLang's penalties and logit bias at every node, with the
+  node's own path counted as output (torch ops).
 - `accept_walk(..., max_depth=None)`: D = max_depth (the draft depth), else n - 1.
 - Vocab top-K: a streaming Triton top-K + log-sum-exp (K <= 256; torch.topk above); equal logits
   rank in token order. `gather_accepted` is a torch gather; `tree_positions` is one add.

@@ -1,16 +1,36 @@
 """Posterior token at every tree node: what the target itself would emit there.
 
-Greedy rows (temperature <= 0): argmax of the logits (lowest index on ties). Sampled rows: one
-Gumbel-max draw from softmax(logits / T) restricted to the top-k / top-p set, which is an exact
-sample of that distribution. Filter semantics follow SGLang's torch sampler: ranks by logit, top-k
-keeps ranks < k (k <= 0 or k >= V: off), top-p keeps a rank while the probability mass strictly
-before it is <= top_p (probabilities of the full-vocabulary softmax at temperature T). The kept set
-is applied as a logit threshold (the last kept candidate's logit), so tokens tied with it are kept.
-The filters look at the top `max_candidates` logits only: exact whenever top-k <= max_candidates
-(or off) and the top-p set fits in them, truncated to them otherwise.
+Greedy rows (temperature <= 0, or top_k = 1: SGLang's encoding of greedy requests): argmax of the
+logits (lowest index on ties). Sampled rows: an exact
+draw from SGLang's sampling distribution of that row, with no vocabulary truncation:
 
-Noise is a counter-based hash of (seed[b], node index, token id): seeded, order-free, identical in
-the torch and Triton paths up to float rounding of log(). Give each round its own seeds.
+    probs = softmax(logits / T); keep token v iff
+        rank(v) < top_k                       (top_k <= 0 or >= V: off)
+        and mass of the tokens above v <= top_p   (probabilities of the full softmax)
+        and probs[v] >= min_p * max(probs)    (min_p <= 0: off)
+
+which is SGLang's "joint" order (torch sampler, and FlashInfer's top_k_top_p without min-p). The
+filters are thresholds on the logit: logits tied with the last kept one are kept too (SGLang's
+unstable sort keeps an arbitrary k of them; the two differ only on exact ties at the cut).
+
+How (one program per node, streaming the row; nothing is sorted):
+1. One pass: per-block max and sum of exp -> the row max M, the total mass S and the mass of every
+   block (a second pass with min_p, to drop the tokens under its threshold from the block masses).
+2. Inverse-CDF draw: a uniform u picks the block whose cumulative mass crosses u * mass, then the
+   token inside that one block.
+3. With top-k / top-p, one more pass counts the tokens and the mass strictly above the drawn
+   token X (and above 7 higher cut candidates between X and the row max). X is kept -> done.
+   Otherwise every token <= X is outside the kept set (it is an upper set), and so is every token
+   <= a candidate with >= top_k tokens or > top_p of the mass above it: the next draw is from the
+   tokens above the highest such cut, whose block masses that same pass produced. Rejection from
+   nested supports that all contain the kept set gives an exact sample of the kept set; each
+   round strictly raises the floor, so it ends (usually after 1-2 rounds).
+
+Randomness: u = hash(seed[b], position[b, j], round) in (0, 1) with 24 random bits. Nodes are keyed
+by their position, not their index: the emitted token at position q is then F_ctx(q)^-1(u_q), the
+same function of (seed, position, context) whatever the tree looks like, so with a fixed seed a
+DDTree run emits exactly what sequential sampling with this sampler would emit. Unseeded requests
+pass a fresh random seed per round.
 """
 
 from __future__ import annotations
@@ -20,7 +40,9 @@ import triton
 import triton.language as tl
 
 _M32 = 0xFFFFFFFF
-_C_HI, _C_NODE, _C_TOK = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
+_C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
+BLOCK = 2048
+CUTS = 8  # cut candidates per check pass (the drawn token and 7 above it)
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -36,17 +58,13 @@ def _mix32_torch(x: torch.Tensor) -> torch.Tensor:
     return x ^ (x >> 16)
 
 
-def gumbel_noise_torch(seed: torch.Tensor, n: int, vocab: int) -> torch.Tensor:
-    """fp32 Gumbel noise [bs, n, vocab] keyed by (seed[b], node j, token v)."""
-    seed = seed.to(torch.int64)
-    dev = seed.device
+def uniform_torch(seed: torch.Tensor, position: torch.Tensor, rnd: int) -> torch.Tensor:
+    """fp32 uniform in (0, 1) keyed by (seed, position, round); seed/position broadcast int64."""
+    seed, position = seed.to(torch.int64), position.to(torch.int64)
     h = _mix32_torch((seed & _M32) ^ _mix32_torch(((seed >> 32) & _M32) ^ _C_HI))
-    node = _mix32_torch(torch.arange(n, device=dev, dtype=torch.int64) ^ _C_NODE)
-    h = _mix32_torch(h[:, None] ^ node[None, :])
-    tok = _mix32_torch(torch.arange(vocab, device=dev, dtype=torch.int64) ^ _C_TOK)
-    h = _mix32_torch(h[:, :, None] ^ tok[None, None, :])
-    u = ((h >> 8).to(torch.float32) + 0.5) * (1.0 / 16777216.0)
-    return -torch.log(-torch.log(u))
+    h = _mix32_torch(h ^ _mix32_torch((position & _M32) ^ _C_POS))
+    h = _mix32_torch(h ^ _mix32_torch(torch.full_like(h, rnd & _M32) ^ _C_RND))
+    return ((h >> 8).to(torch.float32) + 0.5) * (1.0 / 16777216.0)
 
 
 @triton.jit
@@ -59,66 +77,121 @@ def _mix32(x):
 
 
 @triton.jit
-def _posterior_kernel(logits_ptr, cand_ptr, temp_ptr, topk_ptr, topp_ptr, seed_ptr, out_ptr,
-                      n, V, C, FILTERS: tl.constexpr, BLOCK: tl.constexpr, CP: tl.constexpr):
+def _uniform(seed, position, rnd):
+    h = _mix32((seed & 0xFFFFFFFF).to(tl.uint32) ^ _mix32(((seed >> 32) & 0xFFFFFFFF).to(tl.uint32) ^ 0x9E3779B9))
+    h = _mix32(h ^ _mix32((position & 0xFFFFFFFF).to(tl.uint32) ^ 0x85EBCA6B))
+    h = _mix32(h ^ _mix32(rnd.to(tl.uint32) ^ 0xC2B2AE35))
+    return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+
+
+@triton.jit
+def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr,
+                      n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     b = row // n
-    j = row % n
-    temp = tl.load(temp_ptr + b).to(tl.float32)
-    greedy = temp <= 0.0
-    tdiv = tl.where(greedy, 1.0, temp)
-    noise_scale = tl.where(greedy, 0.0, 1.0)
-    offs = tl.arange(0, BLOCK)
     x_row = logits_ptr + row * V
-    thr = float("-inf")
-    if FILTERS:
-        top_k = tl.load(topk_ptr + b).to(tl.int64)
-        top_p = tl.load(topp_ptr + b).to(tl.float32)
-        run_max = tl.full([BLOCK], float("-inf"), tl.float32)
-        run_sum = tl.zeros([BLOCK], tl.float32)
+    offs = tl.arange(0, BLOCK)
+    blocks = tl.arange(0, NBP)
+    temp = tl.load(temp_ptr + b).to(tl.float32)
+    top_k = tl.load(topk_ptr + b).to(tl.int64)
+    if (temp <= 0.0) | (top_k == 1):
+        best = tl.full([BLOCK], float("-inf"), tl.float32)
+        best_idx = tl.full([BLOCK], 2147483647, tl.int32)
         for start in range(0, V, BLOCK):
-            z = tl.load(x_row + start + offs, mask=start + offs < V, other=float("-inf")).to(tl.float32) / tdiv
-            new_max = tl.maximum(run_max, z)
-            safe = tl.where(new_max == float("-inf"), 0.0, new_max)
-            run_sum = run_sum * tl.exp(run_max - safe) + tl.exp(z - safe)
-            run_max = new_max
-        row_max = tl.max(run_max, axis=0)
-        lse = row_max + tl.log(tl.sum(run_sum * tl.exp(run_max - row_max), axis=0))
-        ranks = tl.arange(0, CP)
-        cand = tl.load(cand_ptr + row * C + ranks, mask=ranks < C, other=float("-inf")).to(tl.float32)
-        prob = tl.where(ranks < C, tl.exp(cand / tdiv - lse), 0.0)
-        before = tl.cumsum(prob, axis=0) - prob
-        k_off = (top_k <= 0) | (top_k >= V)
-        k_eff = tl.where(k_off, C, tl.minimum(top_k, C))
-        keep = (ranks < k_eff) & (before <= top_p)
-        last = tl.sum(keep.to(tl.int32), axis=0) - 1
-        thr = tl.sum(tl.where(ranks == last, cand, 0.0), axis=0)
-        thr = tl.where((k_off & (top_p >= 1.0)) | greedy, float("-inf"), thr)
-    seed = tl.load(seed_ptr + b)
-    h = _mix32((seed & 0xFFFFFFFF).to(tl.uint32) ^ _mix32(((seed >> 32) & 0xFFFFFFFF).to(tl.uint32) ^ 0x9E3779B9))
-    h = _mix32(h ^ _mix32(j.to(tl.uint32) ^ 0x85EBCA6B))
-    best = tl.full([BLOCK], float("-inf"), tl.float32)
-    best_idx = tl.full([BLOCK], 2147483647, tl.int32)
-    for start in range(0, V, BLOCK):
-        idx = start + offs
-        x = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32)
-        hv = _mix32(h ^ _mix32(idx.to(tl.uint32) ^ 0xC2B2AE35))
-        u = ((hv >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
-        score = x / tdiv + noise_scale * -tl.log(-tl.log(u))
-        score = tl.where((idx < V) & (x >= thr), score, float("-inf"))
-        better = score > best
-        best_idx = tl.where(better, idx, best_idx)
-        best = tl.where(better, score, best)
-    top = tl.max(best, axis=0)
-    tl.store(out_ptr + row, tl.min(tl.where(best == top, best_idx, 2147483647), axis=0).to(tl.int64))
+            x = tl.load(x_row + start + offs, mask=start + offs < V, other=float("-inf")).to(tl.float32)
+            better = x > best
+            best_idx = tl.where(better, start + offs, best_idx)
+            best = tl.where(better, x, best)
+        top = tl.max(best, axis=0)
+        tl.store(out_ptr + row, tl.min(tl.where(best == top, best_idx, 2147483647), axis=0).to(tl.int64))
+    else:
+        top_p = tl.load(topp_ptr + b).to(tl.float32)
+        min_p = tl.load(minp_ptr + b).to(tl.float32)
+        seed = tl.load(seed_ptr + b)
+        position = tl.load(pos_ptr + row)
+        k_on = (top_k > 0) & (top_k < V)
+        p_on = top_p < 1.0
+        # 1. per-block max and sum of exp (relative to the block max)
+        bmax = tl.full([NBP], float("-inf"), tl.float32)
+        bsum = tl.zeros([NBP], tl.float32)
+        for bi in range(0, NB):
+            idx = bi * BLOCK + offs
+            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+            m = tl.max(z, axis=0)
+            m_safe = tl.where(m == float("-inf"), 0.0, m)
+            s = tl.sum(tl.exp(z - m_safe), axis=0)
+            bmax = tl.where(blocks == bi, m, bmax)
+            bsum = tl.where(blocks == bi, s, bsum)
+        row_max = tl.max(bmax, axis=0)
+        mass = tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0)
+        total = tl.sum(mass, axis=0)
+        if min_p > 0.0:
+            for bi in range(0, NB):
+                idx = bi * BLOCK + offs
+                z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+                w = tl.exp(z - row_max)
+                s = tl.sum(tl.where(w >= min_p, w, 0.0), axis=0)
+                mass = tl.where(blocks == bi, s, mass)
+        floor = tl.full([], float("-inf"), tl.float32)
+        floor_mass = tl.sum(mass, axis=0)
+        rnd = tl.zeros([], tl.int32)
+        token = tl.zeros([], tl.int32)
+        searching = tl.full([], 1, tl.int32)
+        while searching > 0:
+            # 2. inverse-CDF draw among the tokens above the floor
+            target = _uniform(seed, position, rnd) * floor_mass
+            cum = tl.cumsum(mass, axis=0)
+            last_b = tl.max(tl.where(mass > 0.0, blocks, -1), axis=0)
+            pick_b = tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b)
+            before = tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
+            idx = pick_b * BLOCK + offs
+            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+            w = tl.exp(z - row_max)
+            w = tl.where((z > floor) & (w >= min_p), w, 0.0)
+            cw = before + tl.cumsum(w, axis=0)
+            last_j = tl.max(tl.where(w > 0.0, offs, -1), axis=0)
+            pick_j = tl.minimum(tl.min(tl.where(cw > target, offs, BLOCK), axis=0), last_j)
+            token = pick_b * BLOCK + pick_j
+            z_pick = tl.sum(tl.where(offs == pick_j, z, 0.0), axis=0)
+            searching = 0
+            if k_on | p_on:
+                # 3. is the draw in the kept set? Count and mass strictly above it, and above NC - 1
+                # higher cut candidates: a rejected draw moves the floor to the highest candidate
+                # that still has every kept token above it (at least top_k tokens or more than
+                # top_p of the mass strictly above it), so hard rows need fewer rounds.
+                ci = tl.arange(0, NC)
+                cand = z_pick + (row_max - z_pick) * (ci.to(tl.float32) / NC)
+                above_n = tl.zeros([NC], tl.int32)
+                above = tl.zeros([NC, NBP], tl.float32)
+                for bi in range(0, NB):
+                    idx = bi * BLOCK + offs
+                    z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+                    w = tl.exp(z - row_max)
+                    gt = z[None, :] > cand[:, None]
+                    above_n += tl.sum(gt.to(tl.int32), axis=1)
+                    s = tl.sum(tl.where(gt, w[None, :], 0.0), axis=1)
+                    above = tl.where(blocks[None, :] == bi, s[:, None], above)
+                above_mass = tl.sum(above, axis=1)
+                by_k = tl.where(k_on, (above_n >= top_k).to(tl.int32), 0)
+                by_p = tl.where(p_on, (above_mass > top_p * total).to(tl.int32), 0)
+                outside = (by_k + by_p) > 0
+                best = tl.max(tl.where(outside, ci, -1), axis=0)
+                kept = best < 0
+                pick = ci == best
+                floor = tl.where(kept, floor, tl.sum(tl.where(pick, cand, 0.0), axis=0))
+                mass = tl.where(kept, mass, tl.sum(tl.where(pick[:, None], above, 0.0), axis=0))
+                floor_mass = tl.where(kept, floor_mass, tl.sum(tl.where(pick, above_mass, 0.0), axis=0))
+                searching = tl.where(kept, 0, 1)
+            rnd += 1
+        tl.store(out_ptr + row, token.to(tl.int64))
 
 
-def _check(target_logits: torch.Tensor, *per_request: torch.Tensor) -> None:
+def _check(target_logits: torch.Tensor, per_request: dict[str, torch.Tensor]) -> None:
     if target_logits.dim() != 3:
         raise ValueError(f"target_logits must be [bs, n, V], got {tuple(target_logits.shape)}")
-    for t in per_request:
+    for name, t in per_request.items():
         if t.shape != (target_logits.shape[0],):
-            raise ValueError(f"per-request tensors must be [bs], got {tuple(t.shape)}")
+            raise ValueError(f"{name} must be [bs] = [{target_logits.shape[0]}], got {tuple(t.shape)}")
 
 
 def _seeds(seed: torch.Tensor | torch.Generator, bs: int, device: torch.device) -> torch.Tensor:
@@ -127,65 +200,117 @@ def _seeds(seed: torch.Tensor | torch.Generator, bs: int, device: torch.device) 
     return seed.to(device=device, dtype=torch.int64)
 
 
+def _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions):
+    bs, n, _ = target_logits.shape
+    dev = target_logits.device
+    seed = _seeds(seed, bs, dev)
+    min_p = torch.zeros(bs, device=dev) if min_p is None else min_p
+    _check(target_logits, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed, "min_p": min_p})
+    if positions is None:
+        positions = torch.arange(n, device=dev, dtype=torch.int64).expand(bs, n)
+    if positions.shape != (bs, n):
+        raise ValueError(f"positions must be [bs, n] = [{bs}, {n}], got {tuple(positions.shape)}")
+    return seed, min_p, positions.to(torch.int64)
+
+
 def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                           top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *, filters: bool = True,
-                           max_candidates: int = 1024) -> torch.Tensor:
-    """Reference: same semantics on the whole [bs, n, V] tensor in torch ops."""
+                           top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
+                           min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+                           block: int = BLOCK) -> torch.Tensor:
+    """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same draws)."""
     bs, n, vocab = target_logits.shape
-    seed = _seeds(seed, bs, target_logits.device)
-    _check(target_logits, temperature, top_k, top_p, seed)
-    x = target_logits.float()
-    greedy = (temperature.float() <= 0)[:, None, None]
-    tdiv = torch.where(greedy, 1.0, temperature.float()[:, None, None])
-    z = x / tdiv
-    thr = torch.full((bs, n, 1), float("-inf"), device=x.device)
-    if filters:
-        c = min(vocab, max_candidates)
-        lse = torch.logsumexp(z, dim=-1, keepdim=True)
-        cand = torch.topk(target_logits, c, dim=-1).values.float()
-        prob = torch.exp(cand / tdiv - lse)
-        before = torch.cumsum(prob, dim=-1) - prob
-        k = top_k.to(torch.int64)[:, None, None]
-        k_off = (k <= 0) | (k >= vocab)
-        k_eff = torch.where(k_off, c, k.clamp(max=c))
-        ranks = torch.arange(c, device=x.device)
-        keep = (ranks < k_eff) & (before <= top_p.float()[:, None, None])
-        last = keep.sum(-1, keepdim=True) - 1
-        cut = cand.gather(-1, last.clamp(min=0))
-        thr = torch.where((k_off & (top_p.float()[:, None, None] >= 1)) | greedy, float("-inf"), cut)
-    noise = gumbel_noise_torch(seed, n, vocab) * torch.where(greedy, 0.0, 1.0)
-    score = torch.where(x >= thr, z + noise, float("-inf"))
-    return score.argmax(dim=-1)
+    seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
+    dev = target_logits.device
+    rows = bs * n
+    block = min(block, triton.next_power_of_2(vocab))  # as the launcher: the same blocks, the same sums
+    nb = -(-vocab // block)
+    x = target_logits.reshape(rows, vocab).float()
+    per_row = lambda t: t.repeat_interleave(n)  # noqa: E731
+    temp, k, p, mp = per_row(temperature.float()), per_row(top_k.long()), per_row(top_p.float()), per_row(min_p.float())
+    seed_r, pos_r = per_row(seed), positions.reshape(rows)
+    out = x.argmax(dim=-1)
+    sampled = (temp > 0) & (k != 1)
+    if not bool(sampled.any()):
+        return out.view(bs, n)
+    z = torch.nn.functional.pad(x / torch.where(sampled, temp, 1.0)[:, None], (0, nb * block - vocab), value=float("-inf"))
+    zb = z.view(rows, nb, block)
+    bmax = zb.amax(-1)
+    bsum = torch.exp(zb - torch.where(bmax == float("-inf"), 0.0, bmax)[..., None]).sum(-1)
+    row_max = bmax.amax(-1, keepdim=True)
+    mass = torch.where(bmax > float("-inf"), bsum * torch.exp(bmax - row_max), 0.0)
+    total = mass.sum(-1)
+    w_all = torch.exp(zb - row_max[..., None])
+    mass = torch.where(mp[:, None] > 0, torch.where(w_all >= mp[:, None, None], w_all, 0.0).sum(-1), mass)
+    k_on, p_on = (k > 0) & (k < vocab), p < 1
+    floor = torch.full((rows,), float("-inf"), device=dev)
+    floor_mass = mass.sum(-1)
+    searching = sampled.clone()
+    offs, blocks = torch.arange(block, device=dev), torch.arange(nb, device=dev)
+    rnd = 0
+    while bool(searching.any()):
+        a = searching.nonzero()[:, 0]  # the rows still drawing (host sync: reference only)
+        target = uniform_torch(seed_r[a], pos_r[a], rnd) * floor_mass[a]
+        m = mass[a]
+        cum = m.cumsum(-1)
+        last_b = torch.where(m > 0, blocks, -1).amax(-1)
+        pick_b = torch.minimum(torch.where(cum > target[:, None], blocks, nb).amin(-1), last_b).clamp(min=0)
+        before = torch.where(blocks < pick_b[:, None], m, 0.0).sum(-1)
+        zp = zb[a, pick_b]
+        w = torch.exp(zp - row_max[a])
+        w = torch.where((zp > floor[a, None]) & (w >= mp[a, None]), w, 0.0)
+        cw = before[:, None] + w.cumsum(-1)
+        last_j = torch.where(w > 0, offs, -1).amax(-1)
+        pick_j = torch.minimum(torch.where(cw > target[:, None], offs, block).amin(-1), last_j).clamp(min=0)
+        token = pick_b * block + pick_j
+        z_pick = zp.gather(1, pick_j[:, None])
+        frac = torch.arange(CUTS, device=dev, dtype=torch.float32) / CUTS
+        cand = z_pick + (row_max[a] - z_pick) * frac  # [A, CUTS]
+        za, wa = zb[a], w_all[a]
+        above_n = torch.stack([(za > cand[:, i, None, None]).sum((-1, -2)) for i in range(CUTS)], 1)
+        above = torch.stack([torch.where(za > cand[:, i, None, None], wa, 0.0).sum(-1) for i in range(CUTS)], 1)
+        above_mass = above.sum(-1)
+        outside = (k_on[a, None] & (above_n >= k[a, None])) | (p_on[a, None] & (above_mass > (p[a] * total[a])[:, None]))
+        best = torch.where(outside, torch.arange(CUTS, device=dev), -1).amax(-1)
+        kept = best < 0
+        sel = best.clamp(min=0)
+        out[a] = torch.where(kept, token, out[a])
+        floor[a] = torch.where(kept, floor[a], cand.gather(1, sel[:, None])[:, 0])
+        mass[a] = torch.where(kept[:, None], m, above[torch.arange(len(a), device=dev), sel])
+        floor_mass[a] = torch.where(kept, floor_mass[a], above_mass.gather(1, sel[:, None])[:, 0])
+        searching[a] = ~kept
+        rnd += 1
+    return out.view(bs, n)
 
 
 def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *, filters: bool = True,
-                            max_candidates: int = 1024) -> torch.Tensor:
-    """Triton: one program per node, streams the row (twice with filters: log-sum-exp, then draw)."""
+                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
+                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+                            block: int = BLOCK) -> torch.Tensor:
+    """Triton: one program per node (see the module docstring for the passes)."""
     bs, n, vocab = target_logits.shape
-    seed = _seeds(seed, bs, target_logits.device)
-    _check(target_logits, temperature, top_k, top_p, seed)
+    seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     logits = target_logits.contiguous()
-    c = min(vocab, max_candidates)
-    cand = torch.topk(logits, c, dim=-1).values.contiguous() if filters else logits
     out = torch.empty((bs, n), dtype=torch.int64, device=logits.device)
     if bs * n:
-        block = min(2048, triton.next_power_of_2(vocab))
-        _posterior_kernel[(bs * n,)](logits, cand, temperature.contiguous(), top_k.contiguous(), top_p.contiguous(),
-                                     seed.contiguous(), out, n, vocab, c, FILTERS=filters, BLOCK=block,
-                                     CP=triton.next_power_of_2(c), num_warps=8 if block >= 2048 else 4)
+        block = min(block, triton.next_power_of_2(vocab))
+        nb = triton.cdiv(vocab, block)
+        _posterior_kernel[(bs * n,)](
+            logits, temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
+            min_p.float().contiguous(), seed.contiguous(), positions.contiguous(), out, n, vocab, nb,
+            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, num_warps=8 if block >= 2048 else 4,
+        )
     return out
 
 
-def posterior_tokens(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
-                     top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *, all_greedy: bool = False,
-                     filters: bool = True, max_candidates: int = 1024) -> torch.Tensor:
-    """int64[bs, n] posterior token per tree node. `all_greedy` (host-known) skips sampling;
-    `filters=False` (host-known: no request uses top-k / top-p) skips the top-k/top-p pass."""
+def posterior_tokens(target_logits: torch.Tensor, temperature: torch.Tensor | None, top_k: torch.Tensor | None,
+                     top_p: torch.Tensor | None, seed: torch.Tensor | torch.Generator | None, *,
+                     min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+                     all_greedy: bool = False) -> torch.Tensor:
+    """int64[bs, n] posterior token per tree node. `all_greedy` (host-known) is a plain argmax.
+    `positions` [bs, n] (the node's sequence position) keys the randomness; `min_p` [bs] defaults
+    to off."""
     if all_greedy:
         return target_logits.argmax(dim=-1)
     if target_logits.is_cuda:
-        return posterior_tokens_triton(target_logits, temperature, top_k, top_p, seed,
-                                       filters=filters, max_candidates=max_candidates)
-    return posterior_tokens_torch(target_logits, temperature, top_k, top_p, seed,
-                                  filters=filters, max_candidates=max_candidates)
+        return posterior_tokens_triton(target_logits, temperature, top_k, top_p, seed, min_p=min_p, positions=positions)
+    return posterior_tokens_torch(target_logits, temperature, top_k, top_p, seed, min_p=min_p, positions=positions)

@@ -55,12 +55,11 @@ from sglang.srt.speculative.ddtree.kernels import (
     build_tree,
     commit_slots,
     gather_accepted,
-    posterior_tokens,
 )
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
+from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
-from sglang.srt.speculative.dflash_utils import apply_dflash_verify_logits_adjustments
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
@@ -155,6 +154,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(resolved.random_seed or 0))
+        self._node_sampler = NodeSampler(self.model_runner.req_to_token_pool.req_to_token.shape[0], self.device)
+        self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
         self._slot_mover: SlotMover | None = None  # built on first use: the pool exists by then
         # 0.5.20+ also wants the post-verify lengths for its recurrent-state tracking.
@@ -230,21 +231,15 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         cache_loc_2d = self._request_slots(batch, prefix_lens, self.verify_width)
         logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
 
-        width = self.verify_width
-        logits = logits_output.next_token_logits
-        sampling_info = batch.sampling_info
-        if sampling_info is not None:
-            apply_dflash_verify_logits_adjustments(
-                next_token_logits=logits, sampling_info=sampling_info, draft_token_num=width
-            )
-        node_logits = logits.view(bs, width, -1)[:, : self.tree_size].contiguous()
-        posterior = self._posterior(node_logits, sampling_info)
+        node_logits = logits_output.next_token_logits.view(bs, self.verify_width, -1)[:, : self.tree_size]
+        posterior = self._posterior(node_logits, batch, tree, prefix_lens, draft_input.bonus_tokens)
         tree_tokens = tree.tokens[:, : self.tree_size]
         accepted_idx, accept_len, bonus = accept_walk(
             tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
         )
         commit_lens = (accept_len + 1).to(torch.int32)
         out_tokens = posterior.gather(1, accepted_idx.clamp(min=0))
+        self._node_sampler.committed(batch, out_tokens, commit_lens)
         new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
 
         if hasattr(self.target_worker.model_runner.attn_backend, "update_mamba_state_after_mtp_verify"):
@@ -346,17 +341,13 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
         return out.logits_output, out.can_run_cuda_graph
 
-    def _posterior(self, node_logits: torch.Tensor, sampling_info) -> torch.Tensor:
-        """Target token at every tree node: argmax when all greedy, else a seeded sample."""
-        if sampling_info is None or sampling_info.is_all_greedy:
-            return posterior_tokens(node_logits, None, None, None, None, all_greedy=True)
-        return posterior_tokens(
-            node_logits,
-            sampling_info.temperatures.view(-1),
-            sampling_info.top_ks.view(-1),
-            sampling_info.top_ps.view(-1),
-            self._sample_generator,
-            filters=bool(sampling_info.need_top_k_sampling or sampling_info.need_top_p_sampling),
+    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens) -> torch.Tensor:
+        """Target token at every tree node with SGLang's sampling semantics (patches/node_sampling.py)."""
+        n = self.tree_size
+        positions = prefix_lens.to(torch.int64)[:, None] + tree.depth[:, :n]
+        return self._node_sampler.posterior(
+            node_logits, batch, tree.tokens[:, :n], tree.parent[:, :n], positions, self.max_commit - 1,
+            root_tokens, self._sample_generator, self._sampling_backend,
         )
 
     def _commit_target_kv(self, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:

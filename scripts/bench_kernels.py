@@ -15,6 +15,9 @@ Sections (`--sections`, all by default):
 - move: KV commit move over a Qwen3-8B-shaped pool (36 layers x K and V, 8 KV heads x 128,
   bf16), copying every pair (as SGLang's `move_kv_cache`) vs skipping identity and padding
   entries; first-child paths (nothing moves) and off-chain paths.
+- posterior: the per-node posterior over batch x `--rows` fp32 target logits (SGLang's logits
+  dtype): greedy (argmax) and exact sampling with each filter, and after the per-node path
+  penalties, on "peaked" (randn x 4) and "flat" (randn x 0.3) logits.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request).
 
@@ -44,6 +47,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
+from kernels.path_penalties import Penalties, apply_path_penalties  # noqa: E402
+from kernels.posterior import posterior_tokens_triton  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
 from kernels.vocab_topk import draft_topk_radix, draft_topk_stream, draft_topk_triton  # noqa: E402
@@ -283,6 +288,52 @@ def reference_us(lp: torch.Tensor, budget: int, reps: int) -> float:
     return best * 1e6
 
 
+POSTERIOR_CASES = {
+    # name: (temperature, top_k, top_p, min_p, penalties)
+    "T=1": (1.0, -1, 1.0, 0.0, False),
+    "top_p=0.9": (1.0, -1, 0.9, 0.0, False),
+    "top_k=50": (1.0, 50, 1.0, 0.0, False),
+    "top_k=2000": (1.0, 2000, 1.0, 0.0, False),
+    "min_p=0.1": (1.0, -1, 1.0, 0.1, False),
+    "k=50,p=0.9,min_p=0.05,T=0.7": (0.7, 50, 0.9, 0.05, False),
+    "penalties+top_p=0.9": (1.0, -1, 0.9, 0.0, True),
+}
+
+
+def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """The posterior of one round (batch x rows nodes), greedy vs each sampling case."""
+    dev, rows, vocab = args.device, args.rows, args.vocab
+    records, table = [], []
+    for bs in args.batch:
+        gen = torch.Generator(device=dev).manual_seed(bs * 7 + rows)
+        parent = torch.arange(rows, device=dev).expand(bs, rows) - 1  # a chain: the deepest paths
+        tokens = torch.randint(0, vocab, (bs, rows), generator=gen, device=dev)
+        seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
+        positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
+        pen = Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
+                        frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
+                        repetition=torch.full((bs,), 1.3, device=dev))
+        for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
+            logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
+            fns: dict[str, Callable[[], object]] = {"greedy": lambda logits=logits: logits.argmax(dim=-1)}
+            for name, (t, k, p, mp, penalised) in POSTERIOR_CASES.items():
+                params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
+                          ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
+                min_p = torch.full((bs,), mp, device=dev)
+
+                def fn(params=params, min_p=min_p, penalised=penalised, logits=logits):
+                    x = (apply_path_penalties(logits, tokens, parent, min(args.depth, rows - 1), pen, None)
+                         if penalised else logits)
+                    return posterior_tokens_triton(x, *params, seed, min_p=min_p, positions=positions)
+
+                fns[name] = fn
+            for name, stats in timer.measure(fns).items():
+                records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "us": stats})
+                table.append([str(bs), str(rows), shape, name, _cell(stats)])
+    _table(f"posterior, V={vocab}, fp32 logits (us per round)", ["batch", "rows", "logits", "case", "us"], table)
+    return records
+
+
 def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
     cols = ["topk", "build", "mask", "walk", "commit", "build+mask+walk", "reference"]
@@ -327,7 +378,8 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
-    "topk": bench_topk, "topk-tune": bench_topk_tune, "build": bench_build, "mask": bench_mask, "move": bench_move, "round": bench_round,
+    "topk": bench_topk, "topk-tune": bench_topk_tune, "build": bench_build, "mask": bench_mask, "move": bench_move,
+    "posterior": bench_posterior, "round": bench_round,
 }
 
 
@@ -342,6 +394,7 @@ def main() -> int:
     parser.add_argument("--budget", type=int, nargs="+", default=[16, 64], help="mask, move and round sections")
     parser.add_argument("--build-budget", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     parser.add_argument("--prefix", type=int, default=1024, help="prefix length of every request (mask width)")
+    parser.add_argument("--rows", type=int, default=16, help="tree nodes per request (posterior section)")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)

@@ -38,11 +38,13 @@ def test_triton_posterior_equals_torch(device: str) -> None:
     temp = torch.tensor([0.0, 0.7, 1.0, 1.3, 1.0, 0.5, 0.0, 2.0])
     top_k = torch.tensor([0, 5, -1, 3, 400, 1, 7, 50])
     top_p = torch.tensor([1.0, 0.9, 0.5, 1.0, 0.95, 1.0, 0.3, 0.8])
+    min_p = torch.tensor([0.0, 0.0, 0.1, 0.0, 0.3, 0.0, 0.5, 0.05])
     seed = torch.randint(0, 2**60, (bs,), generator=gen)
-    for filters in (True, False):
-        ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, filters=filters, max_candidates=64)
+    positions = torch.randint(0, 5000, (bs, n), generator=gen)
+    for block in (64, 2048):  # several blocks per row, one block per row
+        ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block)
         got = posterior_tokens_triton(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)),
-                                      filters=filters, max_candidates=64)
+                                      min_p=min_p.to(device), positions=positions.to(device), block=block)
         assert torch.equal(got.cpu(), ref)
     assert torch.equal(ref[temp == 0], logits.float().argmax(-1)[temp == 0])
 
@@ -69,7 +71,7 @@ def test_posterior_semantics() -> None:
 
 
 def _filtered_probs(logits: np.ndarray, temp: float, top_k: int, top_p: float) -> np.ndarray:
-    """The target's own sampling distribution, float64, same filter semantics as posterior.py."""
+    """The target's own sampling distribution, float64, SGLang's filter semantics (ties kept)."""
     if temp <= 0:
         out = np.zeros_like(logits)
         out[np.argmax(logits)] = 1.0

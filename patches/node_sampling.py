@@ -1,0 +1,149 @@
+"""The target's token at every tree node, with SGLang's sampling semantics (both worker families).
+
+Plain SGLang adjusts the next-token logits (penalties from the output so far, logit bias), then
+samples with temperature / top-k / top-p / min-p. DDTree does the same at every node, with the
+node's own path counted as output (`kernels.path_penalties`), then draws exactly with
+`kernels.posterior_tokens` (no vocabulary truncation). What cannot be made exact is refused:
+`unsupported_sampling_reason` names it, and `NodeSampler.posterior` raises with that message
+rather than sample something else.
+
+Output counts: SGLang's penalizers count only the last token of each speculative round, so they
+are not plain decoding's counts. `NodeSampler` keeps its own per request slot (req_pool_idx),
+on the device: a slot seen with a new rid restarts from the round's root token (the request's
+first output: at its first decode round that is its only one; a retracted request restarts, as
+SGLang's penalizers do), and `committed` adds each round's emitted tokens. Allocated
+(pool x vocab fp32) only once a batch needs penalties.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from sglang.srt.speculative.ddtree.kernels import posterior_tokens
+from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, apply_path_penalties
+
+# Test hook for scripts/gpu_sampling_check.py only: a node with a child emits its first child (the
+# draft's top guess) with this probability, a deliberately biased sampler the check must catch.
+_TEST_BIAS = float(os.environ.get("DDTREE_TEST_POSTERIOR_BIAS") or 0.0)
+
+_PENALIZERS = {
+    "BatchedFrequencyPenalizer": "frequency_penalties",
+    "BatchedPresencePenalizer": "presence_penalties",
+    "BatchedRepetitionPenalizer": "repetition_penalties",
+    "BatchedMinNewTokensPenalizer": "min_new_tokens",
+}
+
+
+def unsupported_sampling_reason(sampling_info, sampling_backend: str | None = None) -> str | None:
+    """Why DDTREE cannot sample this batch exactly as plain SGLang would, or None.
+
+    `sampling_backend` is ServerArgs.sampling_backend (None: FlashInfer, SGLang's CUDA default).
+    """
+    if sampling_info is None:
+        return None
+    if getattr(sampling_info, "has_custom_logit_processor", False):
+        return "DDTREE does not support custom logit processors (they see one row per request, not per tree node)."
+    if getattr(sampling_info, "vocab_mask", None) is not None or getattr(sampling_info, "grammar_mask", None) is not None \
+            or any(g is not None for g in (getattr(sampling_info, "grammars", None) or [])):
+        return "DDTREE does not support grammar-constrained decoding (the grammar state differs per tree path)."
+    if getattr(sampling_info, "has_watermark_candidates", False):
+        return "DDTREE does not support watermarking."
+    if getattr(sampling_info, "sampling_mask_batch_indices", None) is not None:
+        return "DDTREE does not support returning sampling masks."
+    if (sampling_backend in (None, "flashinfer") and sampling_info.need_min_p_sampling
+            and sampling_info.need_top_k_sampling and sampling_info.need_top_p_sampling):
+        return ("DDTREE does not support top-k with top-p while the batch uses min-p on the FlashInfer backend "
+                "(FlashInfer then applies top-p to the renormalised top-k set); use --sampling-backend pytorch.")
+    return None
+
+
+def _penalizer_tensors(sampling_info) -> dict[str, torch.Tensor]:
+    orch = getattr(sampling_info, "penalizer_orchestrator", None)
+    if orch is None or not orch.is_required:
+        return {}
+    out = {}
+    for penalizer in orch.penalizers.values():
+        attr = _PENALIZERS.get(type(penalizer).__name__)
+        if attr is None:
+            raise ValueError(f"DDTREE does not support the SGLang penalizer {type(penalizer).__name__}.")
+        if penalizer.is_prepared():
+            out[attr] = getattr(penalizer, attr).view(-1)
+            if attr == "min_new_tokens":
+                out["stop_tokens"] = penalizer.stop_token_penalties == float("-inf")
+    return out
+
+
+class NodeSampler:
+    """Posterior tokens per node plus the output counts that path penalties need."""
+
+    def __init__(self, pool_size: int, device: torch.device | str) -> None:
+        self.pool_size, self.device = pool_size, device
+        self.counts: torch.Tensor | None = None  # [pool, V] fp32
+        self.out_len: torch.Tensor | None = None  # [pool] int64
+        self.owner: list = [None] * pool_size
+
+    def _rows(self, batch, vocab: int, root_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        slots = [int(r.req_pool_idx) for r in batch.reqs]
+        if self.counts is None:
+            self.counts = torch.zeros((self.pool_size, vocab), dtype=torch.float32, device=self.device)
+            self.out_len = torch.zeros(self.pool_size, dtype=torch.int64, device=self.device)
+        fresh = [i for i, (s, r) in enumerate(zip(slots, batch.reqs)) if self.owner[s] != r.rid]
+        for i in fresh:
+            self.owner[slots[i]] = batch.reqs[i].rid
+        idx = batch.req_pool_indices.to(torch.int64)
+        if fresh:
+            rows = torch.tensor(fresh, dtype=torch.int64, device=self.device)
+            new = idx[rows]
+            self.counts[new] = 0.0
+            self.counts[new, root_tokens.to(torch.int64)[rows]] = 1.0
+            self.out_len[new] = 1
+        return self.counts[idx], self.out_len[idx]
+
+    def committed(self, batch, tokens: torch.Tensor, lengths: torch.Tensor) -> None:
+        """Count the round's emitted tokens [bs, L] (first `lengths` of each row)."""
+        if self.counts is None:
+            return
+        idx = batch.req_pool_indices.to(torch.int64)
+        valid = torch.arange(tokens.shape[1], device=tokens.device) < lengths.to(torch.int64)[:, None]
+        self.counts.index_put_((idx[:, None].expand_as(tokens), tokens.to(torch.int64)), valid.float(), accumulate=True)
+        self.out_len[idx] += lengths.to(torch.int64)
+
+    def posterior(self, node_logits: torch.Tensor, batch, tree_tokens: torch.Tensor, parent: torch.Tensor,
+                  positions: torch.Tensor, max_depth: int, root_tokens: torch.Tensor,
+                  generator: torch.Generator, sampling_backend: str | None = None) -> torch.Tensor:
+        """int64[bs, n] token per node from node logits [bs, n, V] (the tree's first n nodes)."""
+        info = batch.sampling_info
+        reason = unsupported_sampling_reason(info, sampling_backend)
+        if reason:
+            raise ValueError(reason)
+        if info is None:
+            return node_logits.argmax(dim=-1)
+        pen = _penalizer_tensors(info)
+        bias = getattr(info, "logit_bias", None)
+        logits = node_logits
+        if pen or bias is not None:
+            penalties = None
+            if pen:
+                counts, out_len = self._rows(batch, node_logits.shape[-1], root_tokens)
+                penalties = Penalties(counts=counts, frequency=pen.get("frequency_penalties"),
+                                      presence=pen.get("presence_penalties"), repetition=pen.get("repetition_penalties"),
+                                      out_len=out_len, min_new_tokens=pen.get("min_new_tokens"),
+                                      stop_tokens=pen.get("stop_tokens"))
+            logits = apply_path_penalties(node_logits, tree_tokens, parent, max_depth, penalties, bias)
+        if info.is_all_greedy:
+            return logits.argmax(dim=-1)
+        seed = info.sampling_seed if getattr(info, "sampling_seed", None) is not None else generator
+        out = posterior_tokens(logits, info.temperatures.view(-1), info.top_ks.view(-1), info.top_ps.view(-1), seed,
+                               min_p=info.min_ps.view(-1), positions=positions)
+        return _favour_first_child(out, tree_tokens, parent, generator) if _TEST_BIAS else out
+
+
+def _favour_first_child(out: torch.Tensor, tree_tokens: torch.Tensor, parent: torch.Tensor,
+                        generator: torch.Generator) -> torch.Tensor:
+    n = parent.shape[1]
+    children = parent[:, None, :] == torch.arange(n, device=parent.device)[None, :, None]  # [bs, j, i]
+    first = children.to(torch.int8).argmax(-1)
+    lucky = torch.rand(out.shape, generator=generator, device=generator.device).to(out.device) < _TEST_BIAS
+    return torch.where(lucky & children.any(-1), tree_tokens.gather(1, first), out)

@@ -1,0 +1,204 @@
+"""End-to-end check on the GPU: DDTREE's sampled tokens are distributed as plain SGLang sampling's.
+
+For every setting (T=1; top-p 0.9; top-k 2000; min-p 0.2; repetition 1.3; frequency 0.5; presence
+0.5; logit bias), one plain engine and one DDTREE engine each generate DRAWS requests of the same
+prompt (batched), `--positions` tokens each. At every compared position the two samples of that
+position's token are tested for homogeneity by a 2 x B chi-square (bins: token ids grouped in id
+order to >= 10 pooled draws each). A third engine runs DDTREE with DDTREE_TEST_POSTERIOR_BIAS=0.03
+(every tree node with a child emits its first child, the draft's top guess, 3 % of the time): it
+must fail. Pass: every unbiased p-value > ALPHA / (settings x positions) (Bonferroni); fail
+required: some biased p-value < that threshold, for every setting.
+
+Power: printed per setting and position for the alternative "3 % of the mass moved onto one
+bin", computed (normal approximation of the noncentral chi-square) from the plain sample, using
+its largest bin (the hardest place to notice 3 % more).
+
+usage (on the GPU machine, SGLang patched for DDTREE on the path):
+    python scripts/gpu_sampling_check.py OUT_DIR [--target T] [--draft D] [--draws 20000]
+    python scripts/gpu_sampling_check.py OUT_DIR --make-models /tmp/models8k   # 8192-token models first
+Defaults: the gpurig models /tmp/models/target_rand and /tmp/models/draft_rand (vocab 512: top-k
+2000 is then off; use --make-models for a vocab >= 8k).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ALPHA = 1e-3
+MOVED = 0.03
+SETTINGS = {
+    "T=1": {"temperature": 1.0},
+    "top_p=0.9": {"temperature": 1.0, "top_p": 0.9},
+    "top_k=2000": {"temperature": 1.0, "top_k": 2000},
+    "min_p=0.2": {"temperature": 1.0, "min_p": 0.2},
+    "repetition=1.3": {"temperature": 1.0, "repetition_penalty": 1.3},
+    "frequency=0.5": {"temperature": 1.0, "frequency_penalty": 0.5},
+    "presence=0.5": {"temperature": 1.0, "presence_penalty": 0.5},
+    "logit_bias": {"temperature": 1.0, "logit_bias": {str(t): 4.0 for t in (5, 6, 7, 8)} | {"9": -100.0}},
+}
+PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
+HERE = Path(__file__).resolve().parent
+
+
+def make_models(out: Path, vocab: int) -> None:
+    """The gpurig tiny models with another vocabulary size (runs its make_models.py, VOCAB replaced)."""
+    candidates = [os.environ.get("GPURIG_MAKE_MODELS", ""), Path(os.environ.get("RIG", HERE.parent / ".gpurig")) /
+                  "scripts/make_models.py", HERE.parents[1] / "shared/gpurig/scripts/make_models.py"]
+    src = next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+    if src is None:
+        raise SystemExit("make_models.py not found: set RIG or GPURIG_MAKE_MODELS")
+    code = src.read_text().replace("VOCAB = 512", f"VOCAB = {vocab}")
+    subprocess.run([sys.executable, "-c", code, str(out), "--weights"], check=True)
+
+
+def engine_main(cfg_path: str, out_path: str) -> None:
+    """One engine: every setting, DRAWS requests each; writes {setting: [[token ids]...]}."""
+    from sglang.srt.entrypoints.engine import Engine
+
+    cfg = json.loads(Path(cfg_path).read_text())
+    kw = dict(model_path=cfg["target"], tokenizer_path=cfg["target"], skip_tokenizer_init=True, dtype="bfloat16",
+              attention_backend="triton", sampling_backend="pytorch", grammar_backend="none",
+              disable_flashinfer_autotune=True, mem_fraction_static=0.5, context_length=256,
+              random_seed=cfg["seed"], log_level="warning", max_running_requests=1024, disable_cuda_graph=True)
+    if cfg["algo"] != "NONE":
+        kw.update(speculative_algorithm=cfg["algo"], speculative_draft_model_path=cfg["draft"],
+                  speculative_ddtree_budget=cfg["budget"])
+    eng = Engine(**kw)
+    out = {}
+    for name, params in cfg["settings"].items():
+        t0 = time.time()
+        sp = dict(params, max_new_tokens=cfg["positions"], ignore_eos=True)
+        res = eng.generate(input_ids=[PROMPT] * cfg["draws"], sampling_params=sp)
+        out[name] = [r["output_ids"] for r in res]
+        print(f"[{cfg['name']}] {name}: {len(res)} requests in {time.time() - t0:.1f}s", flush=True)
+    eng.shutdown()
+    Path(out_path).write_text(json.dumps(out))
+
+
+def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None) -> dict:
+    cfg = dict(cfg, name=name)
+    cfg_path, res_path = out_dir / f"{name}.cfg.json", out_dir / f"{name}.json"
+    cfg_path.write_text(json.dumps(cfg))
+    with open(out_dir / f"{name}.log", "w") as log:
+        rc = subprocess.run([sys.executable, __file__, "--engine", str(cfg_path), str(res_path)],
+                            env=dict(os.environ, **(env or {})), stdout=log, stderr=subprocess.STDOUT).returncode
+    if rc != 0 or not res_path.exists():
+        tail = (out_dir / f"{name}.log").read_text()[-3000:]
+        raise SystemExit(f"engine {name} failed (rc={rc}):\n{tail}")
+    return json.loads(res_path.read_text())
+
+
+def _bins(pooled: dict[int, int]) -> list[list[int]]:
+    """Token ids in id order, grouped to >= 10 pooled draws per bin (the tail joins the last)."""
+    groups, cur, n = [], [], 0
+    for tok in sorted(pooled):
+        cur.append(tok)
+        n += pooled[tok]
+        if n >= 10:
+            groups.append(cur)
+            cur, n = [], 0
+    if cur and groups:
+        groups[-1] += cur
+    elif cur:
+        groups.append(cur)
+    return groups
+
+
+def _chi2_sf(stat: float, df: int) -> float:
+    if df <= 0:
+        return 1.0
+    z = ((stat / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def homogeneity(a: list[int], b: list[int], threshold: float) -> tuple[float, float]:
+    """(p-value, power against 3 % moved onto the largest bin) of a 2 x B chi-square."""
+    ca, cb = {}, {}
+    for t in a:
+        ca[t] = ca.get(t, 0) + 1
+    for t in b:
+        cb[t] = cb.get(t, 0) + 1
+    pooled = {t: ca.get(t, 0) + cb.get(t, 0) for t in set(ca) | set(cb)}
+    groups = _bins(pooled)
+    na, nb = len(a), len(b)
+    stat = 0.0
+    for g in groups:
+        oa, ob = sum(ca.get(t, 0) for t in g), sum(cb.get(t, 0) for t in g)
+        tot = oa + ob
+        ea, eb = tot * na / (na + nb), tot * nb / (na + nb)
+        stat += (oa - ea) ** 2 / ea + (ob - eb) ** 2 / eb
+    df = len(groups) - 1
+    p = [sum(ca.get(t, 0) for t in g) / na for g in groups]
+    big = max(range(len(p)), key=p.__getitem__)
+    q = [x * (1 - MOVED) + (MOVED if i == big else 0.0) for i, x in enumerate(p)]
+    lam = (na * nb / (na + nb)) * sum((qi - pi) ** 2 / pi for pi, qi in zip(p, q) if pi > 0)
+    crit = _chi2_quantile(threshold, df)
+    power = 0.5 * math.erfc((crit - df - lam) / math.sqrt(2 * (df + 2 * lam)) / math.sqrt(2)) if df > 0 else 0.0
+    return _chi2_sf(stat, df), power
+
+
+def _chi2_quantile(alpha: float, df: int) -> float:
+    lo, hi = 0.0, df + 100 * math.sqrt(2 * df + 1) + 100
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _chi2_sf(mid, df) > alpha else (lo, mid)
+    return hi
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--engine":
+        engine_main(sys.argv[2], sys.argv[3])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--target", default="/tmp/models/target_rand")
+    ap.add_argument("--draft", default="/tmp/models/draft_rand")
+    ap.add_argument("--make-models", type=Path, help="build 8192-token gpurig models here and use them")
+    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--draws", type=int, default=20000)
+    ap.add_argument("--positions", type=int, default=4, help="tokens per request; every position is compared")
+    ap.add_argument("--only", nargs="*", help="setting names to run")
+    args = ap.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    if args.make_models:
+        make_models(args.make_models, 8192)
+        args.target, args.draft = str(args.make_models / "target_rand"), str(args.make_models / "draft_rand")
+    settings = {k: v for k, v in SETTINGS.items() if not args.only or k in args.only}
+    base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
+                positions=args.positions, settings=settings)
+    t0 = time.time()
+    plain = run_engine("plain", dict(base, algo="NONE", seed=1), args.out_dir)
+    ddtree = run_engine("ddtree", dict(base, algo="DDTREE", seed=2), args.out_dir)
+    biased = run_engine("ddtree_biased", dict(base, algo="DDTREE", seed=3), args.out_dir,
+                        env={"DDTREE_TEST_POSTERIOR_BIAS": str(MOVED)})
+    threshold = ALPHA / (len(settings) * args.positions)
+    rows, ok = [], True
+    for name in settings:
+        worst_p, best_biased, min_power = 1.0, 1.0, 1.0
+        for pos in range(args.positions):
+            a = [o[pos] for o in plain[name]]
+            p, power = homogeneity(a, [o[pos] for o in ddtree[name]], threshold)
+            pb, _ = homogeneity(a, [o[pos] for o in biased[name]], threshold)
+            worst_p, best_biased, min_power = min(worst_p, p), min(best_biased, pb), min(min_power, power)
+        passed = worst_p > threshold and best_biased < threshold
+        ok &= passed
+        rows.append((name, worst_p, best_biased, min_power, passed))
+    print(f"# target {args.target}, draft {args.draft}, budget {args.budget}, {args.draws} draws x "
+          f"{args.positions} positions per setting, threshold {threshold:.2e}, {time.time() - t0:.0f}s")
+    print("| setting | min p (DDTREE vs plain) | min p (biased vs plain) | power (3 % on largest bin) | pass |")
+    print("|---|---|---|---|---|")
+    for name, p, pb, power, passed in rows:
+        print(f"| {name} | {p:.3g} | {pb:.3g} | {power:.3f} | {'yes' if passed else 'NO'} |")
+    (args.out_dir / "summary.json").write_text(json.dumps(rows))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

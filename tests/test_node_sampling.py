@@ -1,0 +1,114 @@
+"""patches/node_sampling.py on a CPU: refusals, per-slot output counts, penalties reaching the draw.
+
+The module is loaded as SGLang would load it (dropped into sglang/srt/speculative/ddtree/ with its
+kernels), from a temporary site holding only the package folders; SGLang's sampling_info and
+penalizers are stood in by objects with the same attribute names (their classes named as SGLang's).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.kernels_env import INTERPRETED  # noqa: F401  (sets TRITON_INTERPRET first)
+
+from kernels.path_penalties import Penalties, apply_path_penalties
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ns(tmp_path_factory):
+    site = tmp_path_factory.mktemp("ns_site")
+    for pkg in ("sglang", "sglang/srt", "sglang/srt/speculative"):
+        (site / pkg).mkdir(parents=True, exist_ok=True)
+        (site / pkg / "__init__.py").write_text("")
+    dropin = site / "sglang/srt/speculative/ddtree"
+    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    saved = {k: v for k, v in sys.modules.items() if k == "sglang" or k.startswith("sglang.")}
+    sys.path.insert(0, str(site))
+    try:
+        yield importlib.import_module("sglang.srt.speculative.ddtree.node_sampling")
+    finally:
+        sys.path.remove(str(site))
+        for k in [k for k in sys.modules if k == "sglang" or k.startswith("sglang.")]:
+            del sys.modules[k]
+        sys.modules.update(saved)
+
+
+def _penalizer(name: str, **tensors):
+    cls = type(name, (), {"is_prepared": lambda self: True})
+    obj = cls()
+    obj.__dict__.update(tensors)
+    return obj
+
+
+def _info(bs: int, vocab: int, greedy: bool = True, **kw):
+    base = dict(temperatures=torch.ones(bs, 1), top_ks=torch.full((bs,), 1 if greedy else -1),
+                top_ps=torch.ones(bs), min_ps=torch.zeros(bs), is_all_greedy=greedy, need_top_k_sampling=greedy,
+                need_top_p_sampling=False, need_min_p_sampling=False, vocab_size=vocab, logit_bias=None,
+                penalizer_orchestrator=None, sampling_seed=None, has_custom_logit_processor=False)
+    base.update(kw)
+    return types.SimpleNamespace(**base)
+
+
+def test_refusals(ns) -> None:
+    assert ns.unsupported_sampling_reason(None) is None
+    assert ns.unsupported_sampling_reason(_info(2, 10)) is None
+    assert "custom logit" in ns.unsupported_sampling_reason(_info(2, 10, has_custom_logit_processor=True))
+    assert "grammar" in ns.unsupported_sampling_reason(_info(2, 10, vocab_mask=torch.zeros(2, 1)))
+    assert "grammar" in ns.unsupported_sampling_reason(_info(2, 10, grammars=[None, object()]))
+    assert "watermark" in ns.unsupported_sampling_reason(_info(2, 10, has_watermark_candidates=True))
+    mixed = _info(2, 10, greedy=False, need_top_k_sampling=True, need_top_p_sampling=True, need_min_p_sampling=True)
+    assert "FlashInfer" in ns.unsupported_sampling_reason(mixed)
+    assert ns.unsupported_sampling_reason(mixed, "pytorch") is None
+    sampler = ns.NodeSampler(4, "cpu")
+    batch = types.SimpleNamespace(sampling_info=_info(1, 10, has_custom_logit_processor=True), reqs=[],
+                                  req_pool_indices=torch.zeros(1, dtype=torch.int64))
+    with pytest.raises(ValueError, match="custom logit"):
+        sampler.posterior(torch.zeros(1, 2, 10), batch, torch.zeros(1, 2, dtype=torch.int64),
+                          torch.tensor([[-1, 0]]), torch.zeros(1, 2, dtype=torch.int64), 1,
+                          torch.zeros(1, dtype=torch.int64), torch.Generator())
+
+
+def test_counts_follow_requests_and_reach_the_draw(ns) -> None:
+    """Greedy with a frequency penalty: the draw is the argmax of the path-penalised logits, with
+    counts = the root, then the emitted tokens; a new rid in a slot starts again from its root."""
+    vocab, n = 12, 3
+    orch = types.SimpleNamespace(is_required=True, penalizers={
+        1: _penalizer("BatchedFrequencyPenalizer", frequency_penalties=torch.tensor([[2.0], [2.0]]))})
+    reqs = [types.SimpleNamespace(rid="a", req_pool_idx=3), types.SimpleNamespace(rid="b", req_pool_idx=1)]
+    batch = types.SimpleNamespace(sampling_info=_info(2, vocab, penalizer_orchestrator=orch), reqs=reqs,
+                                  req_pool_indices=torch.tensor([3, 1]))
+    sampler = ns.NodeSampler(4, "cpu")
+    tokens = torch.tensor([[0, 4, 5], [0, 6, 6]])
+    parent = torch.tensor([[-1, 0, 1], [-1, 0, 1]])
+    logits = torch.randn(2, n, vocab, generator=torch.Generator().manual_seed(0))
+    root = torch.tensor([4, 9])
+    gen = torch.Generator()
+    got = sampler.posterior(logits, batch, tokens, parent, torch.zeros(2, n, dtype=torch.int64), 2, root, gen)
+    counts = torch.zeros(2, vocab)
+    counts[0, 4] = counts[1, 9] = 1
+    want = apply_path_penalties(logits, tokens, parent, 2, Penalties(counts=counts, frequency=torch.tensor([2.0, 2.0])),
+                                None).argmax(-1)
+    assert torch.equal(got, want)
+    assert torch.equal(sampler.counts[[3, 1]], counts)
+    sampler.committed(batch, torch.tensor([[4, 5, 7], [2, 0, 0]]), torch.tensor([3, 1]))
+    counts[0, 4] += 1
+    counts[0, 5] += 1
+    counts[0, 7] += 1
+    counts[1, 2] += 1
+    assert torch.equal(sampler.counts[[3, 1]], counts)
+    assert sampler.out_len[[3, 1]].tolist() == [4, 2]
+    reqs[1].rid = "c"  # slot 1 now holds another request
+    sampler.posterior(logits, batch, tokens, parent, torch.zeros(2, n, dtype=torch.int64), 2, torch.tensor([7, 8]), gen)
+    fresh = torch.zeros(vocab)
+    fresh[8] = 1
+    assert torch.equal(sampler.counts[3], counts[0]) and torch.equal(sampler.counts[1], fresh)

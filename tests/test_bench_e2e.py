@@ -1,0 +1,136 @@
+"""scripts/bench_e2e.py's coordinator and report on CPU.
+
+The engines need a GPU, so the coordinator drives tests/bench_e2e/fake_worker.py, which speaks
+bench_worker.py's protocol with made-up timings: process start-up and failure handling, the
+rotated interleaving, the deadline, the output comparison with plain decoding, the goal verdicts
+and the markdown + plots are what is under test here. The real engines run in the lead's GPU call.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_e2e  # noqa: E402
+import bench_report  # noqa: E402
+
+FAKE = REPO / "tests" / "bench_e2e" / "fake_worker.py"
+PROMPTS = [[i + 1] * 4 for i in range(64)]
+
+
+def cfg(name: str, algo: str, budget=None, phase="pair", **fake) -> dict:
+    return {"name": name, "algo": algo, "budget": budget, "phase": phase, "engine": {}, "fake": fake}
+
+
+def bench(tmp_path: Path, cfgs: list[dict], deadline_s: float = 120.0):
+    workers, failures = bench_e2e.start_all(cfgs, tmp_path, 30, lambda m: None, script=FAKE)
+    args = Namespace(t0=time.time(), deadline_s=deadline_s, repeats=3, big_repeats=2, max_new=17, big_max_new=9)
+    b = bench_e2e.Bench(args, workers, PROMPTS, lambda m: None)
+    b.failures += failures
+    return b
+
+
+PAIR = [cfg("plain", "plain", round_s=0.001), cfg("dflash", "DFLASH", accept=4, round_s=0.001),
+        cfg("ddtree_b4", "DDTREE", 4, accept=5, round_s=0.001),
+        cfg("ddtree_b32", "DDTREE", 32, accept=6, round_s=0.001, flip=3)]
+
+
+def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
+    cfgs = PAIR + [cfg("ddtree_b64", "DDTREE", 64, fail_start=True),
+                   cfg("8b_dflash", "DFLASH", phase="big", accept=1, round_s=0.002),
+                   cfg("8b_ddtree", "DDTREE", 15, phase="big", accept=1, round_s=0.0021)]
+    b = bench(tmp_path, cfgs)
+    try:
+        names = [c["name"] for c in cfgs if c["phase"] == "pair"]
+        assert b.pair_phase(names, 0.0) and b.pair_phase(names, 1.0) and b.big_phase(["8b_dflash", "8b_ddtree"])
+    finally:
+        for w in b.workers.values():
+            w.stop()
+    assert len(b.failures) == 1 and "ddtree_b64 did not start: RuntimeError: fake start failure" in b.failures[0]
+    pair = [r for r in b.records if r["phase"] == "pair" and r["temperature"] == 0]
+    assert len(pair) == 4 * 3 * 3  # configs x batches x repeats
+    first = [r["config"] for r in pair if r["batch"] == 1]
+    assert first[:4] == ["plain", "dflash", "ddtree_b4", "ddtree_b32"]
+    assert first[4:8] == ["dflash", "ddtree_b4", "ddtree_b32", "plain"]  # rotated by one per repeat
+    same = {(r["config"], r["batch"]): r.get("same_as_plain") for r in pair if r["repeat"] == 0}
+    assert same[("ddtree_b4", 8)] == "8/8" and same[("ddtree_b32", 8)] == "7/8" and same[("ddtree_b32", 1)] == "1/1"
+
+    meta = {"machine": "cpu", "sglang": "0.5.15", "torch": "x", "command": "cmd", "started": "now",
+            "wall_s": 1.0, "finished": ["a"], "cut": [], "method": ["- m"], "pair": ["p"], "big": ["b"],
+            "failures": b.failures}
+    md = bench_report.write(tmp_path / "docs", meta, b.records).read_text()
+    assert "DDTREE budget 32 / DFLASH, T=0: 1.33, 1.33, 1.33 (batch 1, 8, 32); goal >= 1.3: **PASS**" in md
+    assert "worst 1.05 at batch" in md  # 0.0021 / 0.002 per round, equal rounds
+    assert "| 8 | ddtree_b32 | 5.67 |" in md  # 17 tokens / 3 rounds
+    for png in ("bench-e2e-accept.png", "bench-e2e-tokens-per-s.png"):
+        assert (tmp_path / "docs" / png).stat().st_size > 1000 and f"]({png})" in md
+    assert "## Failures" in md
+
+
+def test_a_dying_engine_is_reported_and_the_others_go_on(tmp_path: Path) -> None:
+    cfgs = [dict(c) for c in PAIR]
+    cfgs[1] = cfg("dflash", "DFLASH", accept=4, die_on="dflash-8-1")
+    b = bench(tmp_path, cfgs)
+    try:
+        assert b.pair_phase([c["name"] for c in cfgs], 0.0)
+    finally:
+        for w in b.workers.values():
+            w.stop()
+    assert len(b.failures) == 1 and b.failures[0].startswith("dflash: no reply")
+    runs = {(r["config"], r["repeat"], r["batch"]) for r in b.records}
+    assert ("dflash", 1, 1) in runs and ("dflash", 1, 8) not in runs and ("dflash", 2, 1) not in runs
+    assert ("plain", 2, 32) in runs
+
+
+def test_the_deadline_cuts_the_phase(tmp_path: Path) -> None:
+    b = bench(tmp_path, PAIR, deadline_s=10.0)
+    try:
+        assert not b.pair_phase([c["name"] for c in PAIR], 0.0)
+    finally:
+        for w in b.workers.values():
+            w.stop()
+    assert b.records == []  # less than 15 s left: no timed run starts
+
+
+def test_goals_say_miss_and_not_measured() -> None:
+    def rec(config, algo, budget, accept_rounds, seconds, rep):
+        return {"phase": "pair", "config": config, "algo": algo, "budget": budget, "batch": 1, "temperature": 0.0,
+                "repeat": rep, "seconds": seconds, "tokens": [12], "verify_ct": [accept_rounds]}
+
+    records = [rec("dflash", "DFLASH", None, 4, 1.0, r) for r in range(3)]
+    records += [rec("ddtree_b32", "DDTREE", 32, 3, 1.1, r) for r in range(3)]
+    lines = bench_report.goals(bench_report.pair_rows(records), [])
+    assert "1.33" in lines[0] and "PASS" in lines[0]  # 4 / 3 tokens per round
+    assert "0.91x; goal > 1: **MISS**" in lines[1]
+    assert "batch 8" in lines[2] and "NOT MEASURED" in lines[2] and "NOT MEASURED" in lines[3]
+
+
+def test_big_shape_configs_have_equal_verify_width(tmp_path: Path) -> None:
+    pair = tmp_path / "pair"
+    (pair / "target").mkdir(parents=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (pair / "target" / f).write_text("{}")
+    d, t = bench_e2e.big_configs(tmp_path / "big", pair)
+    draft = json.loads((tmp_path / "big" / "draft" / "config.json").read_text())
+    assert d["engine"]["speculative_algorithm"] == "DFLASH" and t["engine"]["speculative_ddtree_budget"] + 1 == \
+        draft["block_size"] == draft["dflash_config"]["block_size"]
+    assert max(draft["dflash_config"]["target_layer_ids"]) < draft["num_target_layers"] - 1
+    assert d["engine"]["load_format"] == "dummy" and t["engine"]["cuda_graph_max_bs_decode"] == 64
+
+
+@pytest.mark.parametrize("missing", ["manifest.json", "draft/model.safetensors"])
+def test_missing_pair_fails_loudly(tmp_path: Path, missing: str, monkeypatch) -> None:
+    for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x")
+    (tmp_path / missing).unlink()
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path), "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match="missing: run scripts/train_pair.py"):
+        bench_e2e.main()

@@ -163,17 +163,30 @@ class Worker:
         except OSError:
             return ""
 
-    def stop(self) -> None:
+    def ask_to_quit(self) -> None:
         try:
             if self.proc.poll() is None:
                 self.proc.stdin.write(json.dumps({"quit": True}) + "\n")
                 self.proc.stdin.flush()
-                self.proc.wait(timeout=30)
-        except (OSError, subprocess.TimeoutExpired, ValueError):
+        except (OSError, ValueError):
             pass
-        if self.proc.poll() is None:
+
+    def stop(self, wait_s: float = 30.0) -> None:
+        self.ask_to_quit()
+        try:
+            self.proc.wait(timeout=max(0.1, wait_s))
+        except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, 9)
             self.proc.wait()
+
+
+def stop_all(workers, wait_s: float = 30.0) -> None:
+    """Every engine shuts down at once; whatever still runs after wait_s is killed with its children."""
+    for w in workers:
+        w.ask_to_quit()
+    end = time.time() + wait_s
+    for w in workers:
+        w.stop(end - time.time())
 
 
 def start_all(cfgs: list[dict], work: Path, timeout: float, log, script: Path = HERE / "bench_worker.py"
@@ -189,14 +202,14 @@ def start_all(cfgs: list[dict], work: Path, timeout: float, log, script: Path = 
             if msg is None or not msg.get("ready"):
                 why = msg.get("error") if msg else f"exited with {w.proc.poll()}"
                 failures.append(f"{name} did not start: {why}; log tail: {w.log_tail()}")
-                w.stop()
+                w.stop(2)
                 del workers[name]
             else:
                 log(f"[start] {name} ready after {msg['t_start']} s")
             del pending[name]
     for name, w in pending.items():
         failures.append(f"{name} not ready within {timeout:.0f} s; log tail: {w.log_tail()}")
-        w.stop()
+        w.stop(2)
         del workers[name]
     return workers, failures
 
@@ -228,7 +241,7 @@ class Bench:
         if w is None or w.dead:
             return None
         try:
-            return w.run(cmd, timeout=max(10.0, min(180.0, self.left() + 30)))
+            return w.run(cmd, timeout=max(10.0, min(120.0, self.left())) + 5)
         except RuntimeError as e:
             self.failures.append(str(e))
             self.log(f"[fail] {e}")
@@ -381,8 +394,7 @@ def main() -> None:
             (bench.finished if run() else bench.cut).append(label)
             report()
     finally:
-        for w in workers.values():
-            w.stop()
+        stop_all(workers.values())
         report()
     sys.exit(1 if bench.failures or bench.cut else 0)
 

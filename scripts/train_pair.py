@@ -55,8 +55,8 @@ class Preset:
     draft_steps: int = 3000
     draft_lr: float = 2e-3
     warmup: int = 100
-    target_cap_s: float = 120.0
-    draft_cap_s: float = 90.0
+    target_cap_s: float = 110.0
+    draft_cap_s: float = 80.0
     tokenizer_chars: int = 12_000_000
     max_files: int | None = None
     held_out_every: int = 40

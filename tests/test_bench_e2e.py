@@ -51,8 +51,7 @@ def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
         names = [c["name"] for c in cfgs if c["phase"] == "pair"]
         assert b.pair_phase(names, 0.0) and b.pair_phase(names, 1.0) and b.big_phase(["8b_dflash", "8b_ddtree"])
     finally:
-        for w in b.workers.values():
-            w.stop()
+        bench_e2e.stop_all(b.workers.values())
     assert len(b.failures) == 1 and "ddtree_b64 did not start: RuntimeError: fake start failure" in b.failures[0]
     pair = [r for r in b.records if r["phase"] == "pair" and r["temperature"] == 0]
     assert len(pair) == 4 * 3 * 3  # configs x batches x repeats
@@ -81,8 +80,7 @@ def test_a_dying_engine_is_reported_and_the_others_go_on(tmp_path: Path) -> None
     try:
         assert b.pair_phase([c["name"] for c in cfgs], 0.0)
     finally:
-        for w in b.workers.values():
-            w.stop()
+        bench_e2e.stop_all(b.workers.values())
     assert len(b.failures) == 1 and b.failures[0].startswith("dflash: no reply")
     runs = {(r["config"], r["repeat"], r["batch"]) for r in b.records}
     assert ("dflash", 1, 1) in runs and ("dflash", 1, 8) not in runs and ("dflash", 2, 1) not in runs
@@ -94,8 +92,7 @@ def test_the_deadline_cuts_the_phase(tmp_path: Path) -> None:
     try:
         assert not b.pair_phase([c["name"] for c in PAIR], 0.0)
     finally:
-        for w in b.workers.values():
-            w.stop()
+        bench_e2e.stop_all(b.workers.values())
     assert b.records == []  # less than 15 s left: no timed run starts
 
 

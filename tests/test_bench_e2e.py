@@ -131,3 +131,60 @@ def test_missing_pair_fails_loudly(tmp_path: Path, missing: str, monkeypatch) ->
     monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path), "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit, match="missing: run scripts/train_pair.py"):
         bench_e2e.main()
+
+
+def _cli(engine: dict) -> list[str]:
+    """Engine kwargs as launch_server flags (the paths are the probe's own arguments)."""
+    argv = []
+    for key, value in engine.items():
+        if key in ("model_path", "speculative_draft_model_path") or value is False:
+            continue
+        argv += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return argv
+
+
+def test_every_engine_config_resolves_on_patched_sglang(release_site, tmp_path: Path) -> None:
+    """All nine engine configurations pass SGLang 0.5.15's own ServerArgs resolution once patched,
+    with the verify widths the report claims (DDTREE budget b verifies b+1; 8B: both verify 16)."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.cpu_serverargs.venv_builder import ensure_venv
+    from tests.sglang_releases import release_metadata
+
+    site = tmp_path / "site"
+    shutil.copytree(release_site("0.5.15"), site)
+    python = ensure_venv("0.5.15", release_metadata(site, "0.5.15"))
+    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    pair = tmp_path / "pair"
+    for sub, arch, extra in (("target", "Qwen3ForCausalLM", {}),
+                             ("draft", "DFlashDraftModel", {"num_hidden_layers": 2, "block_size": 16,
+                                                            "num_target_layers": 6,
+                                                            "dflash_config": {"mask_token_id": 1, "block_size": 16,
+                                                                              "target_layer_ids": [1, 3, 4]}})):
+        (pair / sub).mkdir(parents=True)
+        cfg = dict(bench_e2e.BIG_TARGET, vocab_size=4096, hidden_size=256, intermediate_size=768, num_hidden_layers=6,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=64, architectures=[arch])
+        cfg.update(extra)
+        (pair / sub / "config.json").write_text(json.dumps(cfg))
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            (pair / sub / f).write_text("{}")
+    widths = {}
+    for cfgs in (bench_e2e.pair_configs(pair), bench_e2e.big_configs(tmp_path / "big", pair)):
+        engine = cfgs[-1]["engine"]
+        done = subprocess.run(
+            [str(python), str(REPO / "tests" / "cpu_serverargs" / "probe.py"), "--target", engine["model_path"],
+             "--draft", engine["speculative_draft_model_path"],
+             "--cases", json.dumps({c["name"]: _cli(c["engine"]) for c in cfgs})],
+            capture_output=True, text=True, timeout=900,
+            env={**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        for name, case in json.loads(done.stdout)["cases"].items():
+            assert "error" not in case, (name, case)
+            widths[name] = case["resolved"]["speculative_num_draft_tokens"]
+    assert widths == {"plain": None, "dflash": 16, "ddtree_b4": 16, "ddtree_b8": 16, "ddtree_b16": 17,
+                      "ddtree_b32": 33, "ddtree_b64": 65, "8b_dflash": 16, "8b_ddtree": 16}

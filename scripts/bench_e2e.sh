@@ -4,11 +4,12 @@
 # scripts/bench_e2e.py with a deadline that leaves time to write the report. Results in $OUT/bench
 # (benchmarks.md, PNGs, results.json), engine logs in $OUT/bench-logs.tgz.
 # usage: RIG=/path/to/.gpurig bash scripts/bench_e2e.sh [bench_e2e.py options]
-#   BUDGET_S (default 540): the whole call's seconds; the benchmark's --deadline-s is what is left.
+#   BUDGET_S: the whole call's seconds (default 360, or 540 when the pair must be trained first);
+#   the benchmark's --deadline-s is what is left of it after setup, less 25 s for the report.
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export RIG=${RIG:-$REPO/.gpurig} OUT=${OUT:-/tmp/out} PAIR=${PAIR:-/tmp/trained-pair} SITE=/tmp/site PY=python3
-BUDGET_S=${BUDGET_S:-540}
+if [ -f "$PAIR/manifest.json" ]; then BUDGET_S=${BUDGET_S:-360}; else BUDGET_S=${BUDGET_S:-540}; fi
 t0=$(date +%s)
 mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
 [ -d "$RIG/jitcache" ] && cp -rn "$RIG"/jitcache/. /tmp/tvm-ffi-cache/ 2>/dev/null

@@ -48,8 +48,9 @@ METHOD = [
     "(prefill included, `ignore_eos`), timed inside the engine process. Accepted tokens / round = "
     "sum of `completion_tokens` / sum of `spec_verify_ct` over the batch (SGLang's `spec_accept_length` "
     "definition: the bonus token counts).",
-    "- Prompts: fixed windows of held-out standard-library files (never trained on), the same for every "
-    "configuration and repeat; batch b uses the first b prompts.",
+    "- Prompts: fixed windows (128 tokens unless --prompt-len says otherwise) of held-out standard-library files (never trained on), the same "
+    "for every configuration and repeat; batch b uses the first b prompts. SGLang's radix cache serves "
+    "their prefill after the warm-up, so the timings are dominated by decoding.",
 ]
 
 
@@ -326,8 +327,9 @@ def pair_notes(pair: Path) -> list[str]:
             f"target_layer_ids {s['target_layer_ids']} ({m['params']['draft'] / 1e6:.1f} M parameters, "
             f"{m['draft']['steps_done']} steps). Trained on {m['files']['train']} standard-library files "
             f"of Python {m['python']} ({m['tokens']['train']} tokens).",
-            f"Offline estimate on held-out greedy continuations: DFlash {est['dflash_tokens_per_round']} "
-            f"tokens/round; depth-1 top-1 / top-4 agreement {est['per_depth'][0]['top1']} / "
+            f"Offline estimate on held-out greedy continuations (train_pair.py, the repo's tree kernels): "
+            f"DFlash {est['dflash_tokens_per_round']} tokens/round, DDTree by budget "
+            f"{est.get('ddtree_tokens_per_round')}; depth-1 top-1 / top-4 agreement {est['per_depth'][0]['top1']} / "
             f"{est['per_depth'][0]['top4']}; distinct-token fraction of the greedy text "
             f"{est['greedy_distinct_token_fraction']} (low = repetitive)."]
 

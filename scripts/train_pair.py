@@ -30,6 +30,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the repo's `kernels` (tree build, accept walk)
 import dflash_draft as dd  # noqa: E402
 import stdlib_corpus  # noqa: E402
 
@@ -211,42 +212,60 @@ def greedy(model, prompts: torch.Tensor, new: int) -> torch.Tensor:
     return seq
 
 
-@torch.no_grad()
-def acceptance_estimate(draft, target, tap, stream, p: Preset, gen) -> dict:
-    """DFlash rounds simulated on the target's own greedy continuations of held-out prompts.
+def tokens_per_round(accepted: torch.Tensor) -> float:
+    """Rounds walked along each row: a round at anchor index i accepts accepted[r, i] draft tokens
+    plus one bonus token, and the next round's anchor is the last of those."""
+    acc = accepted.tolist()
+    rounds = tokens = 0
+    for row in acc:
+        at = 0
+        while at < len(row):
+            rounds += 1
+            tokens += row[at] + 1
+            at += row[at] + 1
+    return tokens / rounds
 
-    A round at committed length L (anchor = token L, the target's last choice) accepts the leading
-    draft tokens that equal the greedy continuation, plus one bonus token. Also per-depth top-1 /
-    top-4 agreement: how much room a tree has beyond the chain.
+
+@torch.no_grad()
+def acceptance_estimate(draft, target, tap, stream, p: Preset, gen, budgets=(4, 8, 16, 32, 64)) -> dict:
+    """DFlash and DDTree rounds simulated on the target's own greedy continuations of held-out prompts.
+
+    A round at committed length L (anchor = token L, the target's last choice) accepts the longest
+    prefix of the greedy continuation that the draft proposes: the first-choice chain for DFlash;
+    for DDTree a path of the tree that the repo's own `kernels.build_tree` makes from the same draft
+    logits, walked by `kernels.accept_walk`. Plus per-depth top-1 / top-4 agreement.
     """
+    from kernels import accept_walk, build_tree
+
     prompts = windows(stream, p.eval_prompts, p.eval_prompt_len, gen)
     seq = greedy(target, prompts, p.eval_new)
     feats = target_features(target, tap, seq)
-    total = seq.shape[1]
-    anchors = torch.arange(p.eval_prompt_len, total - 1, device=seq.device).expand(seq.shape[0], -1).contiguous()
-    noise, pos, labels, valid = dd.block_inputs(seq, anchors, p.block, 1)
-    mask = dd.block_mask(anchors, total, p.block)
+    rows, total, block = seq.shape[0], seq.shape[1], p.block
+    anchors = torch.arange(p.eval_prompt_len, total - 1, device=seq.device).expand(rows, -1).contiguous()
+    noise, pos, labels, valid = dd.block_inputs(seq, anchors, block, 1)
+    mask = dd.block_mask(anchors, total, block)
     dtype = target.lm_head.weight.dtype
     hidden = draft(target.model.embed_tokens(noise).to(dtype), feats.to(dtype), pos, mask)
-    logits = target.lm_head(hidden).float().view(seq.shape[0], anchors.shape[1], p.block, -1)
-    lab = labels.view_as(logits[..., 0])
-    ok = valid.view_as(lab)
-    top1 = logits.argmax(-1) == lab
-    top4 = (logits.topk(4, -1).indices == lab[..., None]).any(-1)
-    per_depth = [{"depth": k, "top1": round(top1[:, :, k][ok[:, :, k]].float().mean().item(), 4),
-                  "top4": round(top4[:, :, k][ok[:, :, k]].float().mean().item(), 4)} for k in range(1, p.block)]
-    rounds = tokens = 0
-    for r in range(seq.shape[0]):
-        at = 0  # anchor index: position p.eval_prompt_len + at
-        while p.eval_prompt_len + at < total - 1:
-            hits = top1[r, at, 1:] & ok[r, at, 1:]
-            m = int(hits.long().cumprod(0).sum().item())
-            rounds += 1
-            tokens += m + 1
-            at += m + 1
-    distinct = sum(len(set(s[p.eval_prompt_len:].tolist())) for s in seq) / (seq.shape[0] * p.eval_new)
-    return {"dflash_tokens_per_round": round(tokens / rounds, 3), "per_depth": per_depth,
-            "greedy_distinct_token_fraction": round(distinct, 3)}
+    logits = target.lm_head(hidden).float().view(rows, anchors.shape[1], block, -1)[:, :, 1:]
+    lab = labels.view(rows, anchors.shape[1], block)[:, :, 1:]
+    ok = valid.view(rows, anchors.shape[1], block)[:, :, 1:]
+    want = torch.where(ok, lab, torch.full_like(lab, -2))  # -2 matches no token
+    top1 = logits.argmax(-1) == want
+    top4 = (logits.topk(4, -1).indices == want[..., None]).any(-1)
+    per_depth = [{"depth": k + 1, "top1": round(top1[:, :, k][ok[:, :, k]].float().mean().item(), 4),
+                  "top4": round(top4[:, :, k][ok[:, :, k]].float().mean().item(), 4)} for k in range(block - 1)]
+    chain = top1.long().cumprod(-1).sum(-1)
+    flat_logits = logits.reshape(-1, block - 1, logits.shape[-1]).contiguous()
+    next_want = torch.cat([want, torch.full_like(want[..., :1], -2)], -1).reshape(-1, block)
+    ddtree = {}
+    for budget in budgets:
+        tree = build_tree(flat_logits, budget)
+        posterior = next_want.gather(1, tree.depth)  # the target's token after a node = greedy token at depth + 1
+        _, length, _ = accept_walk(tree.tokens, tree.first_child, tree.next_sibling, posterior, max_depth=block - 1)
+        ddtree[str(budget)] = round(tokens_per_round(length.view(rows, -1)), 3)
+    distinct = sum(len(set(s[p.eval_prompt_len:].tolist())) for s in seq) / (rows * p.eval_new)
+    return {"dflash_tokens_per_round": round(tokens_per_round(chain), 3), "ddtree_tokens_per_round": ddtree,
+            "per_depth": per_depth, "greedy_distinct_token_fraction": round(distinct, 3)}
 
 
 def sha256(path: Path) -> str:
@@ -307,7 +326,8 @@ def main() -> None:
     draft_log = train_draft(draft, target, tap, train_ids, p, gen, a.device, log)
     draft = draft.to(torch.bfloat16).eval()
     estimate = acceptance_estimate(draft, target, tap, held_ids, p, gen)
-    log(f"[draft] offline DFlash estimate: {estimate['dflash_tokens_per_round']} tokens/round")
+    log(f"[draft] offline estimate, tokens/round: DFlash {estimate['dflash_tokens_per_round']}, "
+        f"DDTree by budget {estimate['ddtree_tokens_per_round']}")
 
     dcfg = qwen3_config(p, p.draft_layers, architectures=["DFlashDraftModel"], block_size=p.block,
                         num_target_layers=p.target_layers,

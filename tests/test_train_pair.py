@@ -53,7 +53,9 @@ def test_pair_layout_and_manifest(trained) -> None:
     assert json.loads((out / "target" / "config.json").read_text())["architectures"] == ["Qwen3ForCausalLM"]
     assert json.loads((out / "target" / "tokenizer_config.json").read_text())["mask_token"] == "<|MASK|>"
     assert manifest["draft"]["steps_done"] == manifest["draft"]["steps_planned"]
-    assert manifest["held_out_estimate"]["dflash_tokens_per_round"] >= 1.0
+    est = manifest["held_out_estimate"]
+    assert est["dflash_tokens_per_round"] >= 1.0 and set(est["ddtree_tokens_per_round"]) == {"4", "8", "16", "32", "64"}
+    assert all(v >= 1.0 for v in est["ddtree_tokens_per_round"].values())
     assert set(manifest["sha256"]) == {"draft/model.safetensors", "target/model.safetensors"}
 
 
@@ -78,3 +80,14 @@ def test_sglang_dflash_draft_loads_and_matches_the_training_module(venv, trained
     assert report["target_layer_ids"] == [0, 1] and report["num_context_features"] == 2
     assert report["not_loaded"] == []
     assert report["max_abs_diff"] < 1e-4 * max(1.0, report["max_abs"])
+
+
+def test_the_benchmark_report_describes_the_pair(trained) -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import bench_e2e
+
+    out, manifest = trained
+    notes = " ".join(bench_e2e.pair_notes(out))
+    assert f"{manifest['draft']['steps_done']} steps" in notes and "DDTree by budget {'4':" in notes

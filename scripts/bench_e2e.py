@@ -307,6 +307,13 @@ class Bench:
         return True
 
 
+def version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
 def machine() -> str:
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -320,13 +327,16 @@ def pair_notes(pair: Path) -> list[str]:
     m = json.loads((pair / "manifest.json").read_text())
     s = m["sizes"]
     est = m["held_out_estimate"]
-    return [f"`scripts/train_pair.py` ({m['command']}), seed {m['seed']}, {m['seconds']} s on {m['device']}: "
+    first = (f"`scripts/train_pair.py` ({m['command']}), seed {m['seed']}, {m['seconds']} s on {m['device']}: "
             f"target Qwen3 {s['target_layers']} layers, hidden {s['hidden']}, vocab {s['vocab']} "
             f"({m['params']['target'] / 1e6:.1f} M parameters, {m['target']['steps_done']} steps, held-out loss "
             f"{m['target']['held_out_loss']}); DFlash drafter {s['draft_layers']} layers, block {s['block']}, "
             f"target_layer_ids {s['target_layer_ids']} ({m['params']['draft'] / 1e6:.1f} M parameters, "
             f"{m['draft']['steps_done']} steps). Trained on {m['files']['train']} standard-library files "
-            f"of Python {m['python']} ({m['tokens']['train']} tokens).",
+            f"of Python {m['python']} ({m['tokens']['train']} tokens).")
+    if "error" in est:
+        return [first, f"Offline acceptance estimate failed: {est['error']}"]
+    return [first,
             f"Offline estimate on held-out greedy continuations (train_pair.py, the repo's tree kernels): "
             f"DFlash {est['dflash_tokens_per_round']} tokens/round, DDTree by budget "
             f"{est.get('ddtree_tokens_per_round')}; depth-1 top-1 / top-4 agreement {est['per_depth'][0]['top1']} / "
@@ -347,6 +357,8 @@ def main() -> None:
     ap.add_argument("--big-max-new", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--worker", type=Path, default=HERE / "bench_worker.py",
+                    help="engine process script (the CPU tests pass a protocol stand-in)")
     a = ap.parse_args()
     a.t0 = time.time()
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
@@ -363,11 +375,10 @@ def main() -> None:
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
     cfgs = pair_configs(a.pair) + ([] if a.skip_big else big_configs(a.work / "big-shape", a.pair))
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
-    workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log)
+    workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)
     bench = Bench(a, workers, prompts, log)
     bench.failures += start_failures
-    meta = {"machine": machine(), "torch": importlib.metadata.version("torch"),
-            "sglang": importlib.metadata.version("sglang"), "started": started,
+    meta = {"machine": machine(), "torch": version("torch"), "sglang": version("sglang"), "started": started,
             "command": os.environ.get("BENCH_COMMAND") or "python scripts/bench_e2e.py " + " ".join(sys.argv[1:]),
             "method": METHOD, "pair": pair_notes(a.pair),
             "big": [f"Qwen3-8B shape ({BIG_TARGET['num_hidden_layers']} layers, hidden {BIG_TARGET['hidden_size']}, "

@@ -24,7 +24,8 @@ python3 -m ddtree_patch apply --target "$SITE" > "$OUT/apply.log" 2>&1 \
 echo "[apply] OK"
 if [ ! -f "$PAIR/manifest.json" ]; then
   echo "[train] no pair at $PAIR: training it first"
-  python3 scripts/train_pair.py "$PAIR" || { echo "[train] FAILED"; exit 1; }
+  python3 scripts/train_pair.py "$PAIR"
+  [ -f "$PAIR/manifest.json" ] || { echo "[train] FAILED, no pair written"; exit 1; }
   cp -r "$PAIR" "$OUT/trained-pair"
 fi
 left=$(( BUDGET_S - ($(date +%s) - t0) - 25 ))

@@ -325,10 +325,6 @@ def main() -> None:
                            eps=1e-6, theta=p.rope_theta).to(a.device)
     draft_log = train_draft(draft, target, tap, train_ids, p, gen, a.device, log)
     draft = draft.to(torch.bfloat16).eval()
-    estimate = acceptance_estimate(draft, target, tap, held_ids, p, gen)
-    log(f"[draft] offline estimate, tokens/round: DFlash {estimate['dflash_tokens_per_round']}, "
-        f"DDTree by budget {estimate['ddtree_tokens_per_round']}")
-
     dcfg = qwen3_config(p, p.draft_layers, architectures=["DFlashDraftModel"], block_size=p.block,
                         num_target_layers=p.target_layers,
                         dflash_config={"mask_token_id": 1, "target_layer_ids": p.target_layer_ids,
@@ -338,6 +334,13 @@ def main() -> None:
     save_file({k: v.detach().contiguous().cpu() for k, v in draft.state_dict().items()},
               str(ddir / "model.safetensors"))
     stdlib_corpus.save_tokenizer(tok, ddir)
+    try:  # the pair is saved already: a failing estimate must not cost the training
+        estimate = acceptance_estimate(draft, target, tap, held_ids, p, gen)
+        log(f"[draft] offline estimate, tokens/round: DFlash {estimate['dflash_tokens_per_round']}, "
+            f"DDTree by budget {estimate['ddtree_tokens_per_round']}")
+    except Exception as e:  # noqa: BLE001 - reported in the manifest and by the exit code
+        estimate = {"error": f"{type(e).__name__}: {e}"[:2000]}
+        log(f"[draft] offline estimate FAILED: {estimate['error']}")
 
     weights = sorted(out.glob("*/*.safetensors"))
     manifest = {
@@ -356,6 +359,8 @@ def main() -> None:
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log(f"wrote {out} ({manifest['weight_bytes'] / 1e6:.1f} MB of weights)")
+    if "error" in estimate:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

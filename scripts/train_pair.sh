@@ -12,6 +12,10 @@ mkdir -p "$OUT"
 source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
 cd "$REPO" || exit 1
 rm -rf "$PAIR"
-python3 scripts/train_pair.py "$PAIR" "$@" || { echo "[train] FAILED"; exit 1; }
+python3 scripts/train_pair.py "$PAIR" "$@"
+rc=$?
+[ -f "$PAIR/manifest.json" ] || { echo "[train] FAILED (rc=$rc), no pair written"; exit 1; }
 cp -r "$PAIR" "$OUT/trained-pair"
-echo "[train] $(python3 -c "import json;m=json.load(open('$PAIR/manifest.json'));print(m['seconds'],'s;',m['held_out_estimate']['dflash_tokens_per_round'],'DFlash tokens/round offline;',m['weight_bytes'],'bytes')")"
+[ $rc -eq 0 ] || echo "[train] rc=$rc: the pair is saved, see the manifest's held_out_estimate error"
+echo "[train] $(python3 -c "import json;m=json.load(open('$PAIR/manifest.json'));print(m['seconds'],'s;',m['weight_bytes'],'bytes; offline tokens/round:',m['held_out_estimate'])")"
+exit $rc

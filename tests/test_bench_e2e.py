@@ -188,3 +188,38 @@ def test_every_engine_config_resolves_on_patched_sglang(release_site, tmp_path: 
             widths[name] = case["resolved"]["speculative_num_draft_tokens"]
     assert widths == {"plain": None, "dflash": 16, "ddtree_b4": 16, "ddtree_b8": 16, "ddtree_b16": 17,
                       "ddtree_b32": 33, "ddtree_b64": 65, "8b_dflash": 16, "8b_ddtree": 16}
+
+
+def test_main_end_to_end_with_stand_in_engines(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The whole command on CPU: pair check, prompts from held-out stdlib files through the pair's
+    tokenizer, nine engine processes, three phases, report files; exit 0 when nothing failed."""
+
+    pair = tmp_path / "pair"
+    for sub in ("target", "draft"):
+        (pair / sub).mkdir(parents=True)
+        (pair / sub / "model.safetensors").write_text("x")
+    import stdlib_corpus
+
+    tok = stdlib_corpus.train_tokenizer(stdlib_corpus.load(max_files=30, held_out_every=3).train, 300, 200_000)
+    tok.save(str(pair / "target" / "tokenizer.json"))
+    (pair / "target" / "tokenizer_config.json").write_text("{}")
+    (pair / "manifest.json").write_text(json.dumps({
+        "command": "train_pair.py", "seed": 0, "seconds": 1, "device": "cpu", "python": "3", "sizes": {
+            "target_layers": 6, "hidden": 256, "vocab": 4096, "draft_layers": 2, "block": 16,
+            "target_layer_ids": [1, 3, 4]}, "params": {"target": 1e6, "draft": 1e5},
+        "target": {"steps_done": 1, "held_out_loss": 1.0}, "draft": {"steps_done": 1},
+        "files": {"train": 1}, "tokens": {"train": 1}, "held_out_estimate": {"error": "none computed"}}))
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(pair), "--out", str(out), "--work",
+                                      str(tmp_path / "work"), "--repeats", "2", "--big-repeats", "1",
+                                      "--max-new", "9", "--big-max-new", "5", "--deadline-s", "120",
+                                      "--worker", str(FAKE)])
+    with pytest.raises(SystemExit) as done:
+        bench_e2e.main()
+    assert done.value.code == 0, capsys.readouterr().out[-3000:]
+    md = (out / "benchmarks.md").read_text()
+    assert "Phases finished: trained pair T=0, trained pair T=1, 8B shape; cut by the deadline: none" in md
+    assert "## Trained pair, T=1" in md and "| 64 |" in md and "Offline acceptance estimate failed" in md
+    records = json.loads((out / "results.json").read_text())["records"]
+    assert {r["config"] for r in records} == {"plain", "dflash", "ddtree_b4", "ddtree_b8", "ddtree_b16", "ddtree_b32",
+                                              "ddtree_b64", "8b_dflash", "8b_ddtree"}

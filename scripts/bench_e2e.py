@@ -314,6 +314,24 @@ def version(dist: str) -> str:
         return "not installed"
 
 
+def log_warnings(workers, limit: int = 12) -> list[str]:
+    """Distinct warning / error lines of the engine logs (log level `warning`), per engine: e.g.
+    DFLASH's "falling back to greedy argmax verification" would mean its T=1 runs verified greedily."""
+    out = []
+    for w in workers:
+        try:
+            lines = w.log.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        seen = []
+        for line in lines:
+            text = line.split("] ", 1)[-1].strip()
+            if any(k in line for k in ("WARNING", "Warning", "ERROR", "Error")) and text not in seen:
+                seen.append(text)
+        out += [f"{w.name}: {t[:300]}" for t in seen[:limit]]
+    return out
+
+
 def machine() -> str:
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -408,6 +426,7 @@ def main() -> None:
             report()
     finally:
         stop_all(workers.values())
+        meta["warnings"] = log_warnings(workers.values())
         report()
     sys.exit(1 if bench.failures or bench.cut else 0)
 

@@ -232,6 +232,8 @@ def write(out_dir: Path, meta: dict, records: list[dict]) -> Path:
     if brows:
         lines += ["## 8B shape: round time at equal verify width", "", *meta.get("big", []), "",
                   *big_table(brows), ""]
+    if meta.get("warnings"):
+        lines += ["## Warnings in the engine logs", "", *[f"- `{w}`" for w in meta["warnings"]], ""]
     if meta.get("failures"):
         lines += ["## Failures", "", *[f"- {f}" for f in meta["failures"]], ""]
     md = out_dir / "benchmarks.md"

@@ -18,7 +18,9 @@ import traceback
 
 
 def reply(fd: int, obj: dict) -> None:
-    os.write(fd, (json.dumps(obj) + "\n").encode())
+    data = (json.dumps(obj) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
 
 
 def timed_generate(eng, cmd: dict) -> dict:

@@ -24,6 +24,8 @@ def reply(obj):
 if fake.get("fail_start"):
     reply({"ready": False, "name": cfg["name"], "error": "RuntimeError: fake start failure"})
     sys.exit(1)
+if cfg["algo"] == "DFLASH":  # what SGLang logs when it lacks the sampling-verify kernel
+    print("[2026-12-01 00:00:00] WARNING dflash_worker_v2.py: falling back to greedy argmax verification.", flush=True)
 reply({"ready": True, "name": cfg["name"], "t_start": 0.1})
 for line in sys.stdin:
     cmd = json.loads(line)

@@ -87,8 +87,9 @@ BIG_BLOCK = 16
 
 def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
     """Qwen3-8B's shape (config only: SGLang's dummy loader makes random weights on the GPU) and a
-    DFlash draft of z-lab's Qwen3-8B-DFlash-b16 shape (5 layers, block 16). The tokenizer is the
-    pair's (prompt ids < 4096; its <|MASK|> is id 1, which the draft config names)."""
+    DFlash draft of z-lab's Qwen3-8B-DFlash-b16 shape (5 layers, block 16). The engines skip the
+    tokenizer (ids in, ids out); the pair's tokenizer files are copied only so the folders are
+    complete model folders, and its <|MASK|> is id 1, which the draft config names."""
     target, draft = root / "target", root / "draft"
     for d in (target, draft):
         d.mkdir(parents=True, exist_ok=True)
@@ -104,7 +105,8 @@ def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
 
 def big_configs(root: Path, pair: Path) -> list[dict]:
     target, draft = write_big_shape(root, pair)
-    spec = dict(speculative_draft_model_path=str(draft), load_format="dummy")
+    # no detokenizing: a random 8B model emits ids far beyond the borrowed tokenizer's 4096
+    spec = dict(speculative_draft_model_path=str(draft), load_format="dummy", skip_tokenizer_init=True)
     out = [{"name": "8b_dflash", "algo": "DFLASH", "budget": None,
             "extra": dict(spec, speculative_algorithm="DFLASH")},
            {"name": "8b_ddtree", "algo": "DDTREE", "budget": BIG_BLOCK - 1,

@@ -4,7 +4,7 @@ The GPU run trains the real pair; here the tiny preset runs every step (tokenize
 drafter, offline estimate, saving) in the release's CPU venv, twice with one seed (same bytes) and
 once with another (different bytes), and SGLang's `DFlashDraftModel` must parse the drafter's
 config, load every weight, and compute the same block function as our training module
-(tests/cpu_serverargs/draft_load_probe.py).
+(tests/cpu_serverargs/pair_load_probe.py).
 """
 
 from __future__ import annotations
@@ -66,19 +66,19 @@ def test_same_seed_same_bytes_other_seed_other_bytes(venv, trained, tmp_path) ->
     assert all(other[k] != first["sha256"][k] for k in other)
 
 
-def test_sglang_dflash_draft_loads_and_matches_the_training_module(venv, trained) -> None:
+def test_sglang_loads_the_pair_and_its_draft_matches_the_training_module(venv, trained) -> None:
     python, site = venv
     out, _ = trained
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "SGLANG_USE_CPU_ENGINE": "1"}
     done = subprocess.run(
-        [str(python), str(REPO / "tests" / "cpu_serverargs" / "draft_load_probe.py"), str(REPO), str(out)],
+        [str(python), str(REPO / "tests" / "cpu_serverargs" / "pair_load_probe.py"), str(REPO), str(out)],
         capture_output=True, text=True, env=env, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["block_size"] == 4 and report["mask_token_id"] == 1
     assert report["target_layer_ids"] == [0, 1] and report["num_context_features"] == 2
-    assert report["not_loaded"] == []
+    assert report["not_loaded"] == [] and report["target_not_loaded"] == [] and report["target_params"] > 5
     assert report["max_abs_diff"] < 1e-4 * max(1.0, report["max_abs"])
 
 

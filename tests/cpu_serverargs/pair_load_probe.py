@@ -1,7 +1,8 @@
-"""Load a trained DFlash drafter into SGLang's own `DFlashDraftModel` on CPU and compare functions.
+"""Load a trained pair into SGLang's own model classes on CPU and compare the drafter's function.
 
-usage: SGLANG_USE_CPU_ENGINE=1 python draft_load_probe.py REPO_ROOT PAIR_DIR   (sglang on PYTHONPATH)
-Prints JSON: SGLang's parsed draft config, the parameters its `load_weights` left unset, and the
+usage: SGLANG_USE_CPU_ENGINE=1 python pair_load_probe.py REPO_ROOT PAIR_DIR   (sglang on PYTHONPATH)
+Prints JSON: SGLang's parsed draft config, the parameters that `load_weights` of its
+`Qwen3ForCausalLM` (target) and `DFlashDraftModel` (drafter) left unset, and the
 largest difference between our training module (scripts/dflash_draft.py) and the same draft
 computed from SGLang's modules (its fused qkv / gate_up weights as loaded, its RMSNorm, its
 rotary embedding) for one block [anchor, MASK...] over a context. The attention itself is plain
@@ -28,16 +29,27 @@ import dflash_draft as dd  # noqa: E402
 PAIR = Path(sys.argv[2])
 
 
-def sglang_draft(cfg):
+def sglang_runtime() -> None:
+    """The process-wide state SGLang's model constructors read: one rank, no dp attention."""
+    from sglang.srt.configs.model_config import ModelConfig
     from sglang.srt.distributed import parallel_state as ps
-    from sglang.srt.models.dflash import DFlashDraftModel
+    from sglang.srt.layers.dp_attention import initialize_dp_attention
     from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
 
     ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method="tcp://127.0.0.1:29533",
                                     local_rank=0, backend="gloo")
     ps.initialize_model_parallel(1, 1)
-    set_global_server_args_for_scheduler(ServerArgs(model_path=str(PAIR / "target"), device="cpu"))
-    return DFlashDraftModel(cfg)
+    args = ServerArgs(model_path=str(PAIR / "target"), device="cpu")
+    set_global_server_args_for_scheduler(args)
+    initialize_dp_attention(args, ModelConfig(str(PAIR / "target")))
+
+
+def not_loaded(model, path: Path, cast=None) -> list[str]:
+    """Parameters (norm weights aside: they may stay 1) that load_weights did not change."""
+    state = load_file(str(path))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    model.load_weights((n, cast(t) if cast else t) for n, t in state.items())
+    return [n for n, p in model.named_parameters() if torch.equal(p, before[n]) and "norm" not in n]
 
 
 def sglang_forward(m, embeds: torch.Tensor, feats: torch.Tensor, anchor: int) -> torch.Tensor:
@@ -74,13 +86,17 @@ def main() -> None:
     from sglang.srt.speculative.dflash_utils import parse_dflash_draft_config
 
     torch.manual_seed(0)
+    from sglang.srt.models.dflash import DFlashDraftModel
+    from sglang.srt.models.qwen3 import Qwen3ForCausalLM
+
+    sglang_runtime()
+    target = Qwen3ForCausalLM(AutoConfig.from_pretrained(PAIR / "target"))
+    target_missing = not_loaded(target, PAIR / "target" / "model.safetensors")
     cfg = AutoConfig.from_pretrained(PAIR / "draft")
     parsed = parse_dflash_draft_config(draft_hf_config=cfg)
-    m = sglang_draft(cfg).float()
+    m = DFlashDraftModel(cfg).float()
+    untouched = not_loaded(m, PAIR / "draft" / "model.safetensors", cast=lambda t: t.float())
     state = load_file(str(PAIR / "draft" / "model.safetensors"))
-    before = {n: p.detach().clone() for n, p in m.named_parameters()}
-    m.load_weights((n, t.float()) for n, t in state.items())
-    untouched = [n for n, p in m.named_parameters() if torch.equal(p, before[n]) and "norm" not in n]
 
     layer_ids = parsed.resolve_target_layer_ids(target_num_layers=int(parsed.num_target_layers),
                                                 draft_num_layers=int(cfg.num_hidden_layers))
@@ -102,6 +118,7 @@ def main() -> None:
     print(json.dumps({
         "block_size": parsed.block_size, "mask_token_id": parsed.mask_token_id, "target_layer_ids": layer_ids,
         "num_context_features": m.num_context_features, "not_loaded": untouched,
+        "target_not_loaded": target_missing, "target_params": len(list(target.parameters())),
         "max_abs_diff": (mine - theirs).abs().max().item(), "max_abs": theirs.abs().max().item(),
     }))
 

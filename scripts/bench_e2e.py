@@ -3,7 +3,7 @@ on a Qwen3-8B-shape target, written as docs-style markdown + plots.
 
 usage (GPU machine, SGLang patched for DDTREE; scripts/bench_e2e.sh does the setup):
   python scripts/bench_e2e.py --pair /tmp/trained-pair --out $OUT/bench [--deadline-s 500]
-Phases, in priority order: the trained pair at T=0, then T=1 (configs plain, DFLASH, DDTREE at
+Phases (--phases), in priority order: the trained pair at T=0, then T=1 (configs plain, DFLASH, DDTREE at
 budgets 4 8 16 32 64; batches 1 8 32), then the 8B shape (random weights from SGLang's dummy
 loader, a 5-layer DFlash draft, DFLASH vs DDTREE at budget block-1 = equal verify width; batches
 1..64). Every engine starts once, in its own process (scripts/bench_worker.py), and stays up; the
@@ -376,11 +376,15 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--big-max-new", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=128)
-    ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--phases", default="pair0,pair1,big",
+                    help="comma list, run in this order: pair0 (trained pair, T=0), pair1 (T=1), big (8B shape)")
     ap.add_argument("--worker", type=Path, default=HERE / "bench_worker.py",
                     help="engine process script (the CPU tests pass a protocol stand-in)")
     a = ap.parse_args()
     a.t0 = time.time()
+    wanted = [x.strip() for x in a.phases.split(",") if x.strip()]
+    if not wanted or set(wanted) - {"pair0", "pair1", "big"}:
+        raise SystemExit(f"--phases takes pair0, pair1, big; got {a.phases!r}")
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
     def log(msg: str) -> None:
@@ -393,7 +397,8 @@ def main() -> None:
         raise SystemExit("--repeats and --big-repeats must be >= 1")
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
-    cfgs = pair_configs(a.pair) + ([] if a.skip_big else big_configs(a.work / "big-shape", a.pair))
+    cfgs = (pair_configs(a.pair) if {"pair0", "pair1"} & set(wanted) else []) + \
+        (big_configs(a.work / "big-shape", a.pair) if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)
     bench = Bench(a, workers, prompts, log)
@@ -415,10 +420,11 @@ def main() -> None:
         log(f"[report] {bench_report.write(a.out, meta, bench.records)}")
 
     pair_names = [c["name"] for c in cfgs if c["phase"] == "pair"]
-    phases = [("trained pair T=0", lambda: bench.pair_phase(pair_names, 0.0)),
-              ("trained pair T=1", lambda: bench.pair_phase(pair_names, 1.0))]
-    if not a.skip_big:
-        phases.append(("8B shape", lambda: bench.big_phase([c["name"] for c in cfgs if c["phase"] == "big"])))
+    big_names = [c["name"] for c in cfgs if c["phase"] == "big"]
+    known = {"pair0": ("trained pair T=0", lambda: bench.pair_phase(pair_names, 0.0)),
+             "pair1": ("trained pair T=1", lambda: bench.pair_phase(pair_names, 1.0)),
+             "big": ("8B shape", lambda: bench.big_phase(big_names))}
+    phases = [known[x] for x in wanted]
     try:
         for label, run in phases:
             if bench.left() < 20:

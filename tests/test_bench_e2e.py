@@ -224,3 +224,11 @@ def test_main_end_to_end_with_stand_in_engines(tmp_path: Path, monkeypatch, caps
     records = json.loads((out / "results.json").read_text())["records"]
     assert {r["config"] for r in records} == {"plain", "dflash", "ddtree_b4", "ddtree_b8", "ddtree_b16", "ddtree_b32",
                                               "ddtree_b64", "8b_dflash", "8b_ddtree"}
+
+    monkeypatch.setattr(sys, "argv", sys.argv + ["--phases", "big", "--out", str(tmp_path / "big-only")])
+    with pytest.raises(SystemExit) as done:
+        bench_e2e.main()
+    assert done.value.code == 0
+    records = json.loads((tmp_path / "big-only" / "results.json").read_text())["records"]
+    assert {r["config"] for r in records} == {"8b_dflash", "8b_ddtree"}
+    assert "Phases finished: 8B shape;" in (tmp_path / "big-only" / "benchmarks.md").read_text()

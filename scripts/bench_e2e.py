@@ -37,7 +37,8 @@ BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [
     "- Each configuration is one SGLang `Engine` started once in its own process and kept alive "
     "(start-up is ~45 s, so restarting per repeat is not affordable). Timing begins when every engine "
-    "is ready; then exactly one engine works at a time, the others idle (memory held, no GPU work).",
+    "is ready; then exactly one engine works at a time, the others idle (memory held, no GPU work; "
+    "`sleep_on_idle`, so an idle scheduler blocks on its socket instead of spinning a CPU core).",
     "- Interleaving: each repeat visits every (batch size, configuration) once, configurations in an "
     "order rotated by one per repeat; so the repeats of all configurations alternate in time, and each "
     "speed-up is the median of per-repeat ratios (run r of one config against run r of the other, "
@@ -59,7 +60,7 @@ def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra
               sampling_backend="pytorch", grammar_backend="none", disable_flashinfer_autotune=True,
               mem_fraction_static=0.8, max_total_tokens=tokens, context_length=1024, random_seed=0,
               log_level="warning", max_running_requests=max_bs, disable_prefill_cuda_graph=True,
-              cuda_graph_max_bs_decode=max_bs)
+              cuda_graph_max_bs_decode=max_bs, sleep_on_idle=True)
     kw.update(extra)
     return kw
 

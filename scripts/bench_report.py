@@ -215,7 +215,8 @@ def write(out_dir: Path, meta: dict, records: list[dict]) -> Path:
              "`python -m ddtree_patch apply`; torch " + meta["torch"] + ".", "",
              "Command (device tool, `carry: [\".gpurig\"]`):", "", f"    {meta['command']}", "",
              f"Run: {meta['started']} UTC, {meta['wall_s']:.0f} s wall. Phases finished: "
-             f"{', '.join(meta['finished']) or 'none'}; cut by the deadline: {', '.join(meta['cut']) or 'none'}.",
+             f"{', '.join(meta['finished']) or 'none'}; not finished (the deadline, or engines that did not start: "
+             f"see Failures): {', '.join(meta['cut']) or 'none'}.",
              "", "## Goals (issue 9)", "", *goals(prows, brows), "",
              "## How it was measured", "", *meta["method"], ""]
     if meta.get("pair"):

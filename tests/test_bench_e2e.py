@@ -218,7 +218,7 @@ def test_main_end_to_end_with_stand_in_engines(tmp_path: Path, monkeypatch, caps
         bench_e2e.main()
     assert done.value.code == 0, capsys.readouterr().out[-3000:]
     md = (out / "benchmarks.md").read_text()
-    assert "Phases finished: trained pair T=0, trained pair T=1, 8B shape; cut by the deadline: none" in md
+    assert "Phases finished: trained pair T=0, trained pair T=1, 8B shape; not finished" in md and "): none." in md
     assert "## Trained pair, T=1" in md and "| 64 |" in md and "Offline acceptance estimate failed" in md
     assert "- `dflash: WARNING dflash_worker_v2.py: falling back to greedy argmax verification.`" in md
     records = json.loads((out / "results.json").read_text())["records"]

@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS, before CUDA starts
@@ -75,6 +75,26 @@ PRESETS = {
                    draft_batch=2, draft_anchors=4, draft_steps=6, warmup=2, tokenizer_chars=400_000,
                    max_files=40, held_out_every=4, eval_prompts=2, eval_prompt_len=16, eval_new=12),
 }
+
+
+def with_overrides(p: Preset, items: list[str]) -> Preset:
+    """Preset fields from FIELD=VALUE strings, parsed as the field's current type (lists: comma lists)."""
+    changes = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not hasattr(p, key):
+            raise SystemExit(f"--set {item!r}: expected FIELD=VALUE with FIELD one of {', '.join(asdict(p))}")
+        current = getattr(p, key)
+        try:
+            if isinstance(current, list):
+                changes[key] = [int(x) for x in raw.split(",")]
+            elif current is None:
+                changes[key] = int(raw)
+            else:
+                changes[key] = type(current)(raw)
+        except ValueError as e:
+            raise SystemExit(f"--set {item!r}: {e}") from None
+    return replace(p, **changes)
 
 
 def qwen3_config(p: Preset, layers: int, **extra):
@@ -279,8 +299,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--stdlib", type=Path, default=None, help="source folder (default: this Python's stdlib)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a preset field, e.g. --set draft_steps=4000 --set target_layer_ids=1,3,4")
     a = ap.parse_args()
-    p = PRESETS[a.preset]
+    p = with_overrides(PRESETS[a.preset], a.set)
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but torch sees no GPU")
     t_all = time.time()

@@ -1,6 +1,7 @@
 """Train a small Qwen3 target and a DFlash drafter for it on the Python standard library's sources.
 
 usage: python scripts/train_pair.py OUT_DIR [--preset gpu|tiny] [--seed N] [--device cuda|cpu]
+                                   [--set FIELD=VALUE ...]   (override preset fields)
   OUT_DIR/target : Qwen3ForCausalLM (config.json, model.safetensors, tokenizer), what SGLang serves
   OUT_DIR/draft  : DFlashDraftModel (config.json with block_size and dflash_config
                    {mask_token_id, target_layer_ids}, model.safetensors with layers.*, fc.weight,

@@ -139,14 +139,16 @@ def block_mask(anchors: torch.Tensor, seq_len: int, block: int) -> torch.Tensor:
     return torch.cat([ctx, own], dim=2)
 
 
-def block_inputs(ids: torch.Tensor, anchors: torch.Tensor, block: int, mask_id: int
+def block_inputs(ids: torch.Tensor, anchors: torch.Tensor, block: int, mask_id: int,
+                 label_ids: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Noise ids [anchor, MASK...], positions, labels (token at anchor + k) and a label-valid mask."""
+    """Noise ids [anchor, MASK...], positions, labels (label_ids, default ids, at anchor + k) and a
+    label-valid mask."""
     b, s = ids.shape
     offs = torch.arange(block, device=ids.device)
     pos = (anchors[:, :, None] + offs).reshape(b, -1)
     valid = (pos < s) & (offs.repeat(anchors.shape[1])[None, :] > 0)
-    labels = torch.gather(ids, 1, pos.clamp(max=s - 1))
+    labels = torch.gather(ids if label_ids is None else label_ids, 1, pos.clamp(max=s - 1))
     noise = torch.full_like(pos, mask_id)
     noise[:, ::block] = torch.gather(ids, 1, anchors)
     return noise, pos, labels, valid

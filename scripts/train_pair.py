@@ -56,6 +56,8 @@ class Preset:
     draft_anchors: int = 32
     draft_steps: int = 3000
     draft_lr: float = 2e-3
+    draft_labels: str = "text"  # "text": the next tokens of the text (specforge's recipe); "target": the
+    # target's own argmax after each real prefix (teacher-forced), closer to what greedy decoding verifies
     warmup: int = 100
     target_cap_s: float = 110.0
     draft_cap_s: float = 80.0
@@ -177,8 +179,16 @@ def target_features(model, tap: FeatureTap, ids: torch.Tensor) -> torch.Tensor:
     return tap.features()
 
 
-def draft_loss(draft, embed, lm_head, feats, ids, anchors, p: Preset, weights, device: str):
-    noise, pos, labels, valid = dd.block_inputs(ids, anchors, p.block, 1)
+@torch.no_grad()
+def features_and_choices(model, tap: FeatureTap, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Target features and, at each position j >= 1, the target's argmax after ids[:j] (j = 0 keeps ids)."""
+    logits = model(input_ids=ids).logits
+    choices = torch.cat([ids[:, :1], logits[:, :-1].argmax(-1)], dim=1)
+    return tap.features(), choices
+
+
+def draft_loss(draft, embed, lm_head, feats, ids, anchors, p: Preset, weights, device: str, label_ids=None):
+    noise, pos, labels, valid = dd.block_inputs(ids, anchors, p.block, 1, label_ids)
     mask = dd.block_mask(anchors, ids.shape[1], p.block)
     with autocast(device):  # fp32 master weights; on CUDA the matmuls run in bf16
         hidden = draft(embed(noise).float(), feats.float(), pos, mask)
@@ -201,9 +211,10 @@ def train_draft(draft, target, tap, stream, p: Preset, gen, device: str, log) ->
         for g in opt.param_groups:
             g["lr"] = lr_at(step, p.draft_steps, p.draft_lr, p.warmup)
         ids = windows(stream, p.draft_batch, p.seq, gen)
-        feats = target_features(target, tap, ids)
+        feats, choices = features_and_choices(target, tap, ids)
         anchors = dd.sample_anchors(p.draft_batch, p.seq, p.block, p.draft_anchors, gen, ids.device)
-        loss, acc = draft_loss(draft, embed, lm_head, feats, ids, anchors, p, weights, device)
+        loss, acc = draft_loss(draft, embed, lm_head, feats, ids, anchors, p, weights, device,
+                               choices if p.draft_labels == "target" else None)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -304,6 +315,8 @@ def main() -> None:
                     help="override a preset field, e.g. --set draft_steps=4000 --set target_layer_ids=1,3,4")
     a = ap.parse_args()
     p = with_overrides(PRESETS[a.preset], a.set)
+    if p.draft_labels not in ("text", "target"):
+        raise SystemExit(f"draft_labels must be 'text' or 'target', got {p.draft_labels!r}")
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but torch sees no GPU")
     t_all = time.time()

@@ -56,8 +56,8 @@ class Preset:
     draft_anchors: int = 32
     draft_steps: int = 3000
     draft_lr: float = 2e-3
-    draft_labels: str = "text"  # "text": the next tokens of the text (specforge's recipe); "target": the
-    # target's own argmax after each real prefix (teacher-forced), closer to what greedy decoding verifies
+    draft_labels: str = "target"  # "target": the target's own argmax after each real prefix (teacher-forced),
+    # a cheap stand-in for the target-generated data DFlash drafters train on; "text": the text's next tokens
     warmup: int = 100
     target_cap_s: float = 110.0
     draft_cap_s: float = 80.0

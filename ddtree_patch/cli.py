@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,12 +17,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ddtree_patch import __version__
 from ddtree_patch.audit import audit as run_audit
-from ddtree_patch.errors import DDTreePatchError
+from ddtree_patch.errors import DDTreePatchError, Interrupted, OutputClosed
 from ddtree_patch.locate import locate
 from ddtree_patch.plan import build_plan
 from ddtree_patch.status import status as install_status
-from ddtree_patch.transaction import apply_plan
+from ddtree_patch.transaction import apply as apply_install
 from ddtree_patch.transaction import revert as revert_install
+from ddtree_patch.worker_fit import contract_warnings
 from ddtree_patch.render import audit_tables, plan_added, plan_diff, result_json, result_lines, with_target
 
 app = typer.Typer(
@@ -34,6 +37,14 @@ app = typer.Typer(
 )
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
+
+
+def _pipe_closed() -> None:
+    """rich would exit 1 without a word (the code of an UNHANDLED audit site): say it instead."""
+    raise BrokenPipeError
+
+
+out.on_broken_pipe = _pipe_closed  # type: ignore[method-assign]
 
 def _show_version(value: bool) -> None:
     if value:
@@ -63,6 +74,18 @@ def _where(python: Optional[str], target: Optional[Path]) -> str:
 def _errors(where: str = ""):
     try:
         yield
+    except BrokenPipeError:  # `ddtree-patch apply | head -1`: the reader left, the work is done
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        error = OutputClosed(
+            "the output was closed before everything was printed (broken pipe); the command "
+            "itself ran to its end: `ddtree-patch status` shows where the install stands"
+        )
+        err.print(f"error: {escape(with_target(error.message, where))}", highlight=False)
+        raise typer.Exit(error.exit_code) from None
+    except KeyboardInterrupt:  # before any write: a transaction turns it into Interrupted
+        error = Interrupted("interrupted (Ctrl-C); nothing was written")
+        err.print(f"[bold red]error:[/] {escape(error.message)}", highlight=False)
+        raise typer.Exit(error.exit_code) from None
     except DDTreePatchError as error:
         err.print(f"[bold red]error:[/] {escape(with_target(str(error), where))}", highlight=False)
         for drift in getattr(error, "drift", ()):
@@ -120,26 +143,33 @@ def apply(
     """
     with _errors(_where(python, target)):
         install = locate(python, target, strict)
+        if not dry_run:  # plan and write under one lock: nothing can change in between
+            with _progress(not as_json, "applying") as progress:
+                result = apply_install(
+                    install,
+                    lambda locked: build_plan(locked, progress=progress),
+                    __version__,
+                    progress=progress,
+                    python=python,
+                )
+            result = dataclasses.replace(result, warnings=contract_warnings(install))
+            _print_result(result, as_json, python, target)
+            return
         with _progress(not as_json, "planning") as progress:
             plan = build_plan(install, progress=progress)
-        if dry_run:
-            if as_json:
-                out.print_json(json.dumps({
-                    "schema": "ddtree-patch.plan/1",
-                    "sglang": install.version,
-                    "edits": [e.path for e in plan.edits],
-                    "added": [a.path for a in plan.added],
-                    "diff": plan_diff(plan),
-                }))
-            else:
-                sys.stdout.write(plan_diff(plan))
-                out.print("files to add:", highlight=False)
-                for line in plan_added(plan):
-                    out.print(f"  {line}", highlight=False)
-            return
-        with _progress(not as_json, "applying") as progress:
-            result = apply_plan(plan, __version__, progress=progress, python=python)
-    _print_result(result, as_json, python, target)
+        if as_json:
+            out.print_json(json.dumps({
+                "schema": "ddtree-patch.plan/1",
+                "sglang": install.version,
+                "edits": [e.path for e in plan.edits],
+                "added": [a.path for a in plan.added],
+                "diff": plan_diff(plan),
+            }))
+        else:
+            sys.stdout.write(plan_diff(plan))
+            out.print("files to add:", highlight=False)
+            for line in plan_added(plan):
+                out.print(f"  {line}", highlight=False)
 
 
 @app.command()
@@ -158,7 +188,7 @@ def revert(
         install = locate(python, target, strict=False)
         with _progress(not as_json, "reverting") as progress:
             result = revert_install(install, force=force, progress=progress)
-    _print_result(result, as_json, python, target)
+        _print_result(result, as_json, python, target)
 
 
 @app.command()
@@ -174,7 +204,7 @@ def status(
     with _errors(_where(python, target)):
         install = locate(python, target, strict=False)
         result = install_status(install, tool_version=__version__)
-    _print_result(result, as_json, python, target)
+        _print_result(result, as_json, python, target)
 
 
 def _print_result(result, as_json: bool, python: Optional[str], target: Optional[Path]) -> None:

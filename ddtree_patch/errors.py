@@ -85,3 +85,22 @@ class VerifyFailed(DDTreePatchError):
     """A check after writing found bytes other than the ones expected."""
 
     exit_code = 12
+
+
+class Unpatchable(DDTreePatchError):
+    """A file the patch must edit cannot be patched as found: it fails to parse, or it (or a
+    folder above it) is a symbolic link. Nothing was written."""
+
+    exit_code = 13
+
+
+class Interrupted(DDTreePatchError):
+    """Ctrl-C (SIGINT): the message says what state the install was left in."""
+
+    exit_code = 130
+
+
+class OutputClosed(DDTreePatchError):
+    """The reader of stdout went away (`ddtree-patch apply | head -1`); the command itself ran."""
+
+    exit_code = 141

@@ -15,6 +15,7 @@ from pathlib import Path
 from ddtree_patch.data.releases import FIRST_WITH_DFLASH, NEWEST_KNOWN
 from ddtree_patch.errors import NotInstalled, Unsupported, UsageError
 from ddtree_patch.model import Install
+from ddtree_patch.record import parse_record, record_hash
 
 # Runs inside the target interpreter: where would `import sglang` come from, and which
 # distributions claim it. find_spec on a top-level name does not execute the package.
@@ -49,10 +50,36 @@ def _dist_info_for(site_packages: Path) -> Path | None:
         d for d in site_packages.glob("*.dist-info")
         if d.name.lower().startswith("sglang-") and (d / "METADATA").is_file()
     ]
-    if len(found) > 1:
-        names = ", ".join(sorted(d.name for d in found))
-        raise NotInstalled(f"two SGLang dist-infos in {site_packages} ({names}): reinstall SGLang cleanly")
+    if len(found) > 1:  # `pip install --target --upgrade` leaves the old one: keep the owner
+        owners = [d for d in found if _owns_package(d, site_packages)]
+        if len(owners) != 1:
+            names = ", ".join(sorted(d.name for d in found))
+            raise NotInstalled(f"two SGLang dist-infos in {site_packages} ({names}): reinstall SGLang cleanly")
+        found = owners
     return found[0] if found else None
+
+
+def _owns_package(dist_info: Path, site_packages: Path) -> bool:
+    """Does every `sglang/` file this RECORD lists hold the hash it gives (the installed release)?
+
+    Only asked when two dist-infos are present, so reading the package once more is fine.
+    """
+    try:
+        rows = parse_record((dist_info / "RECORD").read_bytes())
+    except OSError:
+        return False
+    for row in rows:
+        if not (row.path.startswith("sglang/") and row.hash):
+            continue
+        path = site_packages / row.path
+        try:
+            if path.stat().st_size != int(row.size or -1):
+                return False
+            if record_hash(path.read_bytes(), row.hash.split("=", 1)[0]) != row.hash:
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
 
 
 def _version_file(package_dir: Path) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ddtree_patch.analyse import SourceText, analyse_file
 from ddtree_patch.dropins import dropin_files
+from ddtree_patch.errors import Unpatchable
 from ddtree_patch.compiled import check_compiles
 from ddtree_patch.model import FileEdit, Install, Plan
 from ddtree_patch.policy import default_policy
@@ -15,6 +16,12 @@ def build_plan(install: Install, result: ScanResult | None = None, progress: Pro
     """The plan of the pristine package, also when it is patched now (files rewritten by a
     previous apply are read from their backups), so re-applying the same plan is a no-op."""
     result = result or scan(install, progress)
+    if result.skipped:  # a file we cannot parse may hold a DFLASH site the patch must edit
+        names = "; ".join(f"sglang/{path}: {why}" for path, why in result.skipped)
+        raise Unpatchable(
+            f"{len(result.skipped)} file(s) that mention dflash cannot be parsed, so they cannot "
+            f"be patched ({names}); nothing was written. Reinstall SGLang (or fix the file)"
+        )
     view = pristine_view(install)
     plan = Plan(install)
     for file in result.files:

@@ -85,8 +85,11 @@ def result_lines(result, where: str) -> list[str]:
     lines = []
     if "state" in data:
         head = f"state: {data['state']} (SGLang {data['sglang_version']})"
-        if data.get("tool_version"):
-            head += f", patched by ddtree-patch {data['tool_version']} at {data.get('applied_at')}"
+        if data["state"] == "interrupted":
+            head += (f": {data['journal_op']} by ddtree-patch {data['tool_version']} "
+                     f"(pid {data['journal_pid']}) started at {data['journal_started_at']}")
+        elif data.get("applied_at"):
+            head += f", patched by ddtree-patch {data['tool_version']} at {data['applied_at']}"
         lines.append(head)
         lines += [f"  {f['path']}: {f['state']}" for f in data.get("files", ()) if f.get("state") != "patched"]
         if data.get("advice"):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ddtree_patch.analyse import FileResult, analyse_file
 from ddtree_patch.dropins import DROPIN_ROOT
+from ddtree_patch.errors import Unpatchable
 from ddtree_patch.model import Install
 from ddtree_patch.policy import default_policy
 
@@ -56,11 +57,32 @@ def cache_root() -> Path | None:
     return base / engine_fingerprint()
 
 
+def _refuse_link(package_dir: Path, entry: os.DirEntry) -> None:
+    """A linked folder (its files would be skipped or lie elsewhere) or a linked module that
+    mentions dflash (an edit target the patch cannot replace in place) stops the scan."""
+    if not entry.is_dir():
+        if not entry.name.endswith(".py"):
+            return
+        try:
+            if b"dflash" not in Path(entry.path).read_bytes().lower():
+                return
+        except OSError:
+            return
+    rel = Path(entry.path).relative_to(package_dir.parent).as_posix()
+    raise Unpatchable(
+        f"{rel} is a symbolic link: ddtree-patch reads and edits only plain files and folders "
+        "(pip installs no links); reinstall SGLang as plain files, then run this again"
+    )
+
+
 def _walk(package_dir: Path):
     stack = [package_dir]
     while stack:
         with os.scandir(stack.pop()) as entries:
             for entry in entries:
+                if entry.is_symlink():
+                    _refuse_link(package_dir, entry)
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name != "__pycache__":
                         stack.append(Path(entry.path))

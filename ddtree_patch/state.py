@@ -11,8 +11,14 @@ Layout (all under `site-packages/.ddtree-patch/`):
 `<path>` is the file's path relative to site-packages (`sglang/srt/...`,
 `sglang-X.dist-info/RECORD`), so `diff -r .ddtree-patch/sglang/original/sglang sglang` works.
 Manifest and journal name files the same way. Every path read back from them is checked to
-stay inside the sglang package (or to be its RECORD) before the tool touches it, so a tampered
-manifest cannot make the tool read or write anywhere else.
+stay inside the sglang package (or to be its RECORD) before the tool touches it, files it
+added must lie in the drop-in folder, and the state folder itself (and everything in it, the
+lock included) must be plain folders and files, no links: so a tampered state cannot make the
+tool read, write or delete anywhere else.
+
+The state belongs to one release, named by its dist-info: a manifest or journal whose RECORD is
+another `sglang-*.dist-info` (`pip install -U sglang` since) describes files that are gone, so it
+is stale (`same_release`), never "outside the package".
 
 The state folder is not listed in RECORD on purpose: it must survive `pip install -U sglang`
 so that `status` can tell the user their patch was lost (stale).
@@ -23,12 +29,15 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import platform
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ddtree_patch import fsio
+from ddtree_patch.dropins import DROPIN_ROOT
 from ddtree_patch.errors import CorruptState
 from ddtree_patch.model import Install, Plan
 
@@ -171,6 +180,50 @@ def record_rel(install: Install) -> str | None:
     return install.record.relative_to(install.site_packages).as_posix()
 
 
+# The RECORD of some sglang release beside the package: what a manifest may name as its RECORD.
+_RECORD_NAME = re.compile(r"sglang-[A-Za-z0-9_.+!-]+\.dist-info/RECORD", re.IGNORECASE)
+
+
+def same_release(install: Install, changes: Changes) -> bool:
+    """Was this state written for the release installed now (same dist-info, or both bare)?"""
+    return (changes.record.path if changes.record else None) == record_rel(install)
+
+
+def reinstall_advice(install: Install) -> str:
+    """How to get a pristine package back without the state (loses nothing: the wheel is whole)."""
+    return f"`pip install --force-reinstall --no-deps sglang=={install.version}`"
+
+
+def check_state_folder(install: Install) -> None:
+    """Refuse a state folder that is, or holds, a link (or a hard-linked lock file).
+
+    Checked before the lock file is opened and before any state is read, so a planted link can
+    never make the tool write, truncate or delete outside site-packages.
+    """
+    top = install.site_packages / ".ddtree-patch"
+    lock = StatePaths(install).lock
+    for path in (top, install.state_dir, lock):
+        if path.is_symlink():
+            raise CorruptState(
+                f"{path} is a symbolic link; the state folder must be a plain folder. Nothing was "
+                f"changed: remove the link (and check who planted it), then run this again"
+            )
+    if top.exists() and not top.is_dir():
+        raise CorruptState(f"{top} is not a folder; remove it, then run this again")
+    if lock.exists() and lock.stat().st_nlink > 1:
+        raise CorruptState(f"{lock} has other hard links; remove it, then run this again")
+    if not install.state_dir.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(install.state_dir):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            if path.is_symlink():
+                raise CorruptState(
+                    f"{path} is a symbolic link; the state folder holds only plain files. "
+                    "Nothing was changed: remove the link, then run this again"
+                )
+
+
 @functools.lru_cache(maxsize=32)
 def _resolved(root: Path) -> Path:
     return root.resolve()
@@ -261,28 +314,43 @@ def changes_from_json(install: Install, raw: Any, what: str) -> Changes:
         + list(changes.created_dirs)
     ):
         checked_path(install, rel)
+    dropins = f"{package_prefix(install)}/{DROPIN_ROOT}/"
+    for rel in [a.path for a in changes.added] + list(changes.created_dirs):
+        if not (rel + "/").startswith(dropins):
+            raise CorruptState(f"{what}: names {rel!r} as added, outside the drop-in folder {dropins}")
     if changes.record:
-        checked_path(install, changes.record.path, record=True)
+        if not _RECORD_NAME.fullmatch(changes.record.path):
+            raise CorruptState(f"{what}: {changes.record.path!r} is not an sglang RECORD")
+        if same_release(install, changes):
+            checked_path(install, changes.record.path, record=True)
     return changes
 
 
-def _load_json(path: Path, what: str) -> dict[str, Any] | None:
+def damaged_advice(install: Install) -> str:
+    """What to do about a state the tool cannot trust: never "delete it" while files are patched."""
+    return (
+        f"nothing was changed. Keep {install.state_dir} (its backups may be the only copy of the "
+        f"original files); get a pristine SGLang back with {reinstall_advice(install)}, then "
+        "`ddtree-patch apply` (or remove that folder)"
+    )
+
+
+def _load_json(install: Install, path: Path, what: str) -> dict[str, Any] | None:
+    check_state_folder(install)
     try:
         raw = json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise CorruptState(
-            f"{what} {path} is unreadable ({exc}); move it away to start over"
-        ) from exc
+        raise CorruptState(f"{what} {path} is unreadable ({exc}); {damaged_advice(install)}") from exc
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-        raise CorruptState(f"{what} {path} has an unknown schema; move it away to start over")
+        raise CorruptState(f"{what} {path} has an unknown schema; {damaged_advice(install)}")
     return raw
 
 
 def load_manifest(install: Install) -> Manifest | None:
     paths = StatePaths(install)
-    raw = _load_json(paths.manifest, "manifest")
+    raw = _load_json(install, paths.manifest, "manifest")
     if raw is None:
         return None
     what = f"manifest {paths.manifest}"
@@ -295,12 +363,12 @@ def load_manifest(install: Install) -> Manifest | None:
             changes=changes_from_json(install, raw["changes"], what),
         )
     except KeyError as exc:
-        raise CorruptState(f"{what} lacks field {exc}; move it away to start over") from exc
+        raise CorruptState(f"{what} lacks field {exc}; {damaged_advice(install)}") from exc
 
 
 def load_journal(install: Install) -> Journal | None:
     paths = StatePaths(install)
-    raw = _load_json(paths.journal, "journal")
+    raw = _load_json(install, paths.journal, "journal")
     if raw is None:
         return None
     what = f"journal {paths.journal}"
@@ -313,7 +381,7 @@ def load_journal(install: Install) -> Journal | None:
             changes=changes_from_json(install, raw["changes"], what),
         )
     except (KeyError, ValueError) as exc:
-        raise CorruptState(f"{what} is malformed ({exc})") from exc
+        raise CorruptState(f"{what} is malformed ({exc}); {damaged_advice(install)}") from exc
     if journal.op not in ("apply", "revert"):
         raise CorruptState(f"{what} names an unknown operation {journal.op!r}")
     return journal
@@ -372,7 +440,7 @@ def pristine_view(install: Install) -> PristineView:
     journal = load_journal(install)
     manifest = load_manifest(install)
     changes = journal.changes if journal else manifest.changes if manifest else None
-    if changes is None:
+    if changes is None or not same_release(install, changes):  # none, or stale after an upgrade
         return PristineView(install, {}, frozenset())
     paths = StatePaths(install)
     prefix = package_prefix(install) + "/"
@@ -388,3 +456,23 @@ def pristine_view(install: Install) -> PristineView:
         if fsio.sha256_file(checked_path(install, a.path)) == a.sha256
     )
     return PristineView(install, originals, added)
+
+
+def orphan_backups(install: Install) -> list[str]:
+    """Backups left without a manifest or journal that differ from the file on disk now.
+
+    Such a backup may be the only copy of an original (a state folder someone half deleted, or
+    moved the manifest away from): the tool must never delete it as debris.
+    """
+    root = StatePaths(install).root / "original"
+    if not root.is_dir():
+        return []
+    orphans = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        rel = path.relative_to(root).as_posix()
+        if "/__pycache__/" in rel:  # bytecode is rebuilt from the source: never the only copy
+            continue
+        on_disk = install.site_packages / rel
+        if fsio.sha256_file(path) != (fsio.sha256_file(on_disk) if on_disk.is_file() else None):
+            orphans.append(rel)
+    return orphans

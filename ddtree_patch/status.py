@@ -6,14 +6,20 @@ Read-only: compares the files on disk with the hashes in the manifest (or journa
 - patched: every file the patch wrote still holds exactly the bytes it wrote.
 - drifted: some files still hold the patch, others changed (hand edit, partial upgrade);
   `revert` refuses until `--force`.
-- stale: nothing of the patch is left (SGLang upgraded or reinstalled since); the state is
-  obsolete and `apply` patches the new files afresh.
+- stale: nothing of the patch is left (SGLang upgraded or reinstalled since: another dist-info
+  than the one patched, or none of the files holds the patch); `apply` patches the new files.
 - interrupted: a journal is left by a crashed apply/revert; the next apply/revert recovers first.
+- damaged: backups without a manifest or journal that differ from the files on disk (someone
+  moved the manifest away); nothing deletes them, the advice is a reinstall.
+
+Status waits (briefly) for a running apply/revert, so it never reads a half-written install.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from filelock import FileLock, Timeout
@@ -24,10 +30,16 @@ from ddtree_patch.state import (
     Changes,
     StatePaths,
     checked_path,
+    check_state_folder,
+    damaged_advice,
     load_journal,
     load_manifest,
+    orphan_backups,
     plan_digest,
+    same_release,
 )
+
+STATUS_LOCK_TIMEOUT = 5.0  # seconds status waits for a running apply/revert before reading anyway
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ class FileDrift:
 
 @dataclass(frozen=True)
 class Status:
-    state: str  # "pristine" | "patched" | "drifted" | "stale" | "interrupted"
+    state: str  # "pristine" | "patched" | "drifted" | "stale" | "interrupted" | "damaged"
     sglang_version: str  # installed now
     state_dir: str
     advice: str  # one line: what to run next ("" when nothing to do)
@@ -57,12 +69,19 @@ class Status:
     patched_version: str | None = None  # SGLang version the patch was applied to
     files: tuple[FileState, ...] = ()
     journal_op: str | None = None  # the interrupted operation
+    journal_started_at: str | None = None  # when it started (ISO 8601, UTC)
+    journal_pid: int | None = None  # the process that ran it
     busy: bool = False  # another process holds the lock right now
     plan_current: bool | None = None  # the patch on disk is exactly current_plan (None: not asked)
 
 
 def file_states(install: Install, changes: Changes) -> tuple[FileState, ...]:
-    """Per file the patch touched: does it hold the patched bytes, the original, or else?"""
+    """Per file the patch touched: does it hold the patched bytes, the original, or else?
+
+    Empty for a state written for another release (its files are gone with its dist-info).
+    """
+    if not same_release(install, changes):
+        return ()
 
     def judge(current: str | None, before: str | None, after: str) -> str:
         if current == after:
@@ -89,6 +108,8 @@ def file_states(install: Install, changes: Changes) -> tuple[FileState, ...]:
 def classify(states: tuple[FileState, ...]) -> str:
     """patched when all files hold the patch, stale when none does, drifted in between."""
     patched = [s.state == "patched" for s in states]
+    if not states:  # a state of another release: nothing of it is checked
+        return "stale"
     if all(patched):
         return "patched"
     return "drifted" if any(patched) else "stale"
@@ -117,47 +138,90 @@ def drift_report(install: Install, states: tuple[FileState, ...]) -> tuple[FileD
     return tuple(report)
 
 
-def lock_is_held(install: Install) -> bool:
-    """True while another apply/revert runs on this install (never creates the lock file)."""
+@contextmanager
+def _read_lock(install: Install, timeout: float) -> Iterator[bool]:
+    """Hold the install's lock while reading, if there is one; yields True when it is busy.
+
+    No lock file: no revert can be running (the first apply creates it), and an apply writes the
+    manifest only after verifying, so reading without it is safe. An unwritable lock file (a
+    read-only install) cannot be held by a writer either.
+    """
+    check_state_folder(install)
     path = StatePaths(install).lock
     if not path.exists():
-        return False
-    lock = FileLock(path, timeout=0)
+        yield False
+        return
+    lock = FileLock(path, timeout=timeout)
     try:
         lock.acquire()
     except Timeout:
-        return True
-    except OSError:  # cannot even open it (read-only install): nobody can be writing
-        return False
-    lock.release()
-    return False
+        yield True
+        return
+    except OSError:
+        yield False
+        return
+    try:
+        yield False
+    finally:
+        lock.release()
 
 
 def status(
-    install: Install, current_plan: Plan | None = None, *, tool_version: str | None = None
+    install: Install,
+    current_plan: Plan | None = None,
+    *,
+    tool_version: str | None = None,
+    lock_timeout: float = STATUS_LOCK_TIMEOUT,
 ) -> Status:
     """Report the install's state; with `current_plan`, also whether the patch on disk is it."""
+    with _read_lock(install, lock_timeout) as busy:
+        return _status(install, current_plan, tool_version, busy)
+
+
+def _status(
+    install: Install, current_plan: Plan | None, tool_version: str | None, busy: bool
+) -> Status:
     base = dict(sglang_version=install.version, state_dir=str(install.state_dir))
-    busy = lock_is_held(install)
     journal = load_journal(install)
     if journal is not None:
-        advice = (
-            f"another ddtree-patch (pid {journal.pid}) is running {journal.op}; wait for it"
-            if busy
-            else f"an interrupted {journal.op} left a journal; run `ddtree-patch {journal.op}` "
-            "to recover and finish (or `ddtree-patch revert` to go back to pristine)"
-        )
+        if busy:
+            advice = f"another ddtree-patch (pid {journal.pid}) is running {journal.op}; wait for it"
+        elif journal.op == "apply":
+            advice = (
+                f"an apply (pid {journal.pid}, started {journal.started_at}) was interrupted; "
+                "`ddtree-patch revert` rolls it back to pristine, `ddtree-patch apply` rolls it "
+                "back and applies again"
+            )
+        else:
+            advice = (
+                f"a revert (pid {journal.pid}, started {journal.started_at}) was interrupted; "
+                "run `ddtree-patch revert` to finish it"
+            )
         return Status(
             state="interrupted",
             advice=advice,
             tool_version=journal.tool_version,
             files=file_states(install, journal.changes),
             journal_op=journal.op,
+            journal_started_at=journal.started_at,
+            journal_pid=journal.pid,
             busy=busy,
             **base,
         )
     manifest = load_manifest(install)
     if manifest is None:
+        orphans = orphan_backups(install)
+        if orphans:
+            return Status(
+                state="damaged",
+                advice=(
+                    f"{len(orphans)} backup(s) without a manifest differ from the files on disk "
+                    f"({', '.join(orphans[:3])}{', ...' if len(orphans) > 3 else ''}); "
+                    + damaged_advice(install)
+                ),
+                busy=busy,
+                **base,
+            )
         plan_current = None if current_plan is None else False
         return Status(state="pristine", advice="", busy=busy, plan_current=plan_current, **base)
     states = file_states(install, manifest.changes)
@@ -177,10 +241,16 @@ def status(
             f"{len(changed)} patched file(s) changed since apply ({', '.join(changed)}); "
             "`ddtree-patch revert --force` restores the originals"
         )
+    elif manifest.sglang_version != install.version:
+        advice = (
+            f"SGLang was upgraded since apply (release {manifest.sglang_version} was patched, "
+            f"{install.version} is installed now): the patch is gone; run `ddtree-patch apply` "
+            "to patch the new release"
+        )
     else:
         advice = (
-            f"SGLang was reinstalled or upgraded since apply (patched {manifest.sglang_version}, "
-            f"installed {install.version}); run `ddtree-patch apply` to patch it again"
+            f"SGLang {install.version} was reinstalled since apply: the patch is gone; run "
+            "`ddtree-patch apply` to patch it again"
         )
     return Status(
         state=state,

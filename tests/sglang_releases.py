@@ -28,7 +28,8 @@ def wheel_cache() -> Path:
     return path
 
 
-def _wheel(version: str) -> Path:
+def release_wheel(version: str) -> Path:
+    """The cached wheel of one release, downloaded once (a failure to get it fails the test)."""
     cache = wheel_cache()
     pattern = f"sglang-{version}-*.whl"
     with FileLock(str(cache / ".download.lock")):
@@ -51,7 +52,7 @@ def install_release(version: str, target: Path) -> Path:
         shutil.rmtree(target)
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--disable-pip-version-check",
-         "-q", "--target", str(target), str(_wheel(version))],
+         "-q", "--target", str(target), str(release_wheel(version))],
         check=True,
     )
     return target

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from ddtree_patch import fsio, transaction
+from ddtree_patch import fsio
 from ddtree_patch.errors import Drift, EngineError, LockHeld, PlanMismatch, ReadOnly, WriteFailed
 from ddtree_patch.model import AddedFile, FileEdit, Plan
 from ddtree_patch.record import verify_record
@@ -218,7 +218,7 @@ def test_stale_state_is_dropped_and_the_new_files_patched(install, tmp_path):
 
 def test_read_only_site_packages_is_detected_before_writing(install, monkeypatch):
     before = snapshot(install.site_packages)
-    monkeypatch.setattr(transaction.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     with pytest.raises(ReadOnly) as err:
         apply_plan(handmade_plan(install), "1.0")
     assert err.value.exit_code == 7
@@ -243,15 +243,24 @@ def test_read_only_file_system_probe(install, monkeypatch):
     assert _nothing_written(install, before)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through permission bits")
-def test_really_read_only_folder(install):
+def _permission_bits_for_root(op, path):
+    """What the kernel does to others, done to root too: a folder without write bits refuses."""
+    if op == "probe" and not path.parent.stat().st_mode & 0o222:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+
+def test_really_read_only_folder(install, monkeypatch):
+    """Runs as root too (CI): root passes permission bits, so the probe gets root's EACCES."""
     before = snapshot(install.site_packages)
+    if os.geteuid() == 0:
+        monkeypatch.setattr(fsio, "fault_hook", _permission_bits_for_root)
     install.package_dir.chmod(0o555)
     try:
-        with pytest.raises(ReadOnly):
+        with pytest.raises(ReadOnly) as err:
             apply_plan(handmade_plan(install), "1.0")
     finally:
         install.package_dir.chmod(0o755)
+    assert err.value.exit_code == 7 and str(install.package_dir) in err.value.message
     assert _nothing_written(install, before, lock_dir_may_exist=True)
 
 
@@ -294,10 +303,21 @@ def test_lock_held_fails_cleanly_after_the_timeout(install):
 
 
 def test_results_serialize_to_json(install):
-    result = apply_plan(handmade_plan(install), "1.0", progress=lambda step: None)
-    json.dumps(dataclasses.asdict(result))
-    json.dumps(dataclasses.asdict(status(install)))
-    json.dumps(dataclasses.asdict(revert(install)))
+    """The CLI's --json is dataclasses.asdict + json: every field must survive the round trip."""
+    plan = handmade_plan(install)
+    applied = apply_plan(plan, "1.0", progress=lambda step: None)
+    patched = status(install)
+    reverted = revert(install)
+    for result in (applied, patched, reverted):
+        data = dataclasses.asdict(result)
+        assert json.loads(json.dumps(data)) == json.loads(json.dumps(data, default=repr)), data
+    data = json.loads(json.dumps(dataclasses.asdict(applied)))
+    assert data["action"] == "applied" and data["state_dir"] == str(install.state_dir)
+    assert data["edited"] == [f"sglang/{e.path}" for e in sorted(plan.edits, key=lambda e: e.path)]
+    data = json.loads(json.dumps(dataclasses.asdict(patched)))
+    assert data["state"] == "patched" and {f["state"] for f in data["files"]} == {"patched"}
+    data = json.loads(json.dumps(dataclasses.asdict(reverted)))
+    assert data["action"] == "reverted" and len(data["removed"]) == len(plan.added)
 
 
 def test_pip_uninstall_removes_every_file_the_patch_added(tmp_path):

@@ -1,8 +1,14 @@
-"""Two applies at once, in two processes: one writes, the other waits (or fails cleanly)."""
+"""Transactions at once, in several processes: one writes, the others wait (or fail cleanly).
+
+The slow loop races the real command line (apply, revert, status) for 50 rounds: every round
+ends pristine or fully patched, byte for byte, and no process prints a traceback.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import random
 import subprocess
 import sys
 import time
@@ -101,3 +107,90 @@ def test_the_second_apply_fails_cleanly_when_the_wait_is_short(expected, tmp_pat
         rc2 == 6 and second["error"] == "LockHeld" and "another ddtree-patch" in second["message"]
     )
     _assert_patched(install, tree)
+
+
+# The real command line, three at a time: apply, revert and status started together on one
+# install, each step of a transaction slowed a little so that they overlap.
+CLI_CHILD = """
+import os, random, sys, time
+from pathlib import Path
+from ddtree_patch import fsio
+from ddtree_patch.cli import main
+go, delay = Path(sys.argv[1]), float(sys.argv[2])
+(go.parent / f"ready-{os.getpid()}").touch()
+while not go.exists():
+    time.sleep(0.002)
+time.sleep(delay)
+fsio.fault_hook = lambda op, path: time.sleep(0.002)
+sys.argv = ["ddtree-patch", *sys.argv[3:]]
+main()
+"""
+
+ROUNDS = 50
+
+
+def _cli_round(site: Path, work: Path, seed: int, env: dict) -> list[tuple[str, int, str, str]]:
+    rng = random.Random(seed)
+    go = work / "go"
+    commands = [["apply"], ["revert"], ["status"]]
+    rng.shuffle(commands)
+    children = [
+        (
+            command[0],
+            subprocess.Popen(
+                [sys.executable, "-c", CLI_CHILD, str(go), f"{rng.uniform(0, 0.05):.3f}",
+                 *command, "--target", str(site)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            ),
+        )
+        for command in commands
+    ]
+    deadline = time.monotonic() + 120
+    while len(list(work.glob("ready-*"))) < len(children):
+        assert time.monotonic() < deadline, "a child did not start"
+        time.sleep(0.01)
+    go.touch()
+    outcomes = []
+    for name, child in children:
+        out, err = child.communicate(timeout=120)
+        outcomes.append((name, child.returncode, out, err))
+    return outcomes
+
+
+@pytest.mark.slow
+def test_apply_revert_and_status_racing_always_end_whole(tmp_path):
+    with scratch_dir(tmp_path) as root:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "DDTREE_PATCH_CACHE": str(root / "cache")}
+        install = make_tiny_install(root / "site")
+        pristine = snapshot(install.site_packages)
+        reference = copy_install(install, root / "reference")
+        done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target",
+                               str(reference.site_packages)], cwd=ROOT, env=env,
+                              capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        patched = snapshot(reference.site_packages)
+        seen = set()
+        for n in range(ROUNDS):
+            work = root / f"round-{n}"
+            work.mkdir()
+            outcomes = _cli_round(install.site_packages, work, n, env)
+            for name, rc, out, err in outcomes:
+                context = f"round {n}: {name} exited {rc}\n{out}\n{err}"
+                assert "Traceback" not in err and "Traceback" not in out, context
+                assert rc in (0, 6), context  # 6: waited for the lock too long (a clean refusal)
+                if rc == 6:
+                    assert err.startswith("error: another ddtree-patch is working on"), context
+                if name == "status" and rc == 0:
+                    assert out.startswith(("state: pristine", "state: patched")), context
+            state = status(install).state
+            seen.add(state)
+            tree = snapshot(install.site_packages)
+            assert (state, tree) in (("pristine", pristine), ("patched", patched)), f"round {n}"
+            if state == "pristine":
+                assert not install.state_dir.exists(), f"round {n}"
+            assert verify_record(install.record) == [], f"round {n}"
+        assert seen == {"pristine", "patched"}  # both orders happened

@@ -170,7 +170,7 @@ def test_a_kill_during_recovery_is_recovered_too(trees):
     mid = next(
         i
         for i, (op, path) in enumerate(recorder.events)
-        if path.name == ".server_args.py.ddtree-tmp"
+        if path.name.startswith(".server_args.py.") and path.name.endswith(fsio.TEMP_SUFFIX)
     )
     crashed = trees.fresh("apply")
     assert _killed_child("apply", crashed, mid + 1) == 137  # original replaced, others not yet

@@ -5,6 +5,7 @@ Until the engine's plan is wired in, a hand-made plan edits three real files and
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from ddtree_patch.plan import build_plan
 from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan, revert
-from tests.sglang_releases import RELEASES, wheel_cache
+from tests.sglang_releases import RELEASES, release_wheel
 from tests.txn_helpers import (
     RELEASE_EDITS,
     FaultAt,
@@ -122,20 +123,11 @@ def test_pip_uninstall_after_apply_leaves_only_the_state_folder(tmp_path):
     python = env / "bin" / "python"
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
     done = subprocess.run(
-        [
-            *pip,
-            "install",
-            "--no-deps",
-            "--no-index",
-            "--find-links",
-            str(wheel_cache()),
-            "sglang==0.5.15",
-        ],
+        [*pip, "install", "--no-deps", "--no-compile", str(release_wheel("0.5.15"))],
         capture_output=True,
         text=True,
     )
-    if done.returncode != 0:
-        pytest.skip(f"sglang 0.5.15 wheel not in the cache: {done.stderr[-300:]}")
+    assert done.returncode == 0, done.stderr
     site = Path(
         subprocess.run(
             [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -151,3 +143,69 @@ def test_pip_uninstall_after_apply_leaves_only_the_state_folder(tmp_path):
     left = sorted(p.relative_to(site).as_posix() for p in site.rglob("*"))
     assert not [p for p in left if p.startswith("sglang")], left[:20]
     assert (site / ".ddtree-patch" / "sglang" / "manifest.json").is_file()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run(
+        [sys.executable, "-m", "ddtree_patch", *args],
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize(
+    "layout, new", [("venv", "0.5.16"), ("venv", "0.5.23"), ("target", "0.5.16")]
+)
+def test_pip_upgrade_after_apply_is_stale_then_the_new_release_patches(tmp_path, layout, new):
+    """`pip install -U sglang` over a patched 0.5.15: status says stale (naming both releases),
+    apply patches the new one, revert gives back the new release byte for byte."""
+    wheels = [release_wheel(v) for v in ("0.5.15", new)]
+    find = ["--no-deps", "--no-index", "--find-links", str(wheels[0].parent)]
+    if layout == "venv":
+        env = tmp_path / "venv"
+        venv.create(env, with_pip=False)
+        python = env / "bin" / "python"
+        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
+        site = Path(subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip())
+        where = ["--python", str(python)]
+        install_cmd, upgrade_cmd = [*pip, "install", *find], [*pip, "install", "-U", *find]
+    else:
+        site = tmp_path / "site"
+        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+        where = ["--target", str(site)]
+        install_cmd = [*pip, "install", "--target", str(site), *find]
+        upgrade_cmd = [*pip, "install", "--target", str(site), "--upgrade", *find]
+    done = subprocess.run([*install_cmd, "sglang==0.5.15"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    done = _cli("apply", *where)
+    assert done.returncode == 0, done.stderr
+
+    done = subprocess.run([*upgrade_cmd, f"sglang=={new}"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    upgraded = snapshot(site)
+
+    done = _cli("status", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    st = json.loads(done.stdout)
+    assert (st["state"], st["patched_version"], st["sglang_version"]) == ("stale", "0.5.15", new)
+    assert f"0.5.15 was patched, {new} is installed now" in st["advice"]
+
+    done = _cli("apply", *where, "--json")
+    assert done.returncode == 0, done.stderr
+    applied = json.loads(done.stdout)
+    assert (applied["action"], applied["sglang_version"], applied["discarded_stale"]) == (
+        "applied", new, True
+    )
+    install = from_folder(site)
+    assert install.version == new and status(install).state == "patched"
+    assert all(path.startswith("../") for path, _ in _record_problems(install))  # --target bin/
+
+    done = _cli("revert", *where)
+    assert done.returncode == 0, done.stderr
+    assert snapshot(site) == upgraded

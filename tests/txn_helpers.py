@@ -82,7 +82,10 @@ def copy_install(install: Install, dest: Path) -> Install:
 
 
 class FaultAt:
-    """An fsio.fault_hook that runs `action` at the n-th change (0-based), or after it too."""
+    """An fsio.fault_hook that runs `action` at the n-th change (0-based), or after it too.
+
+    The writability probes are not changes (they leave nothing behind), so they are not counted.
+    """
 
     def __init__(
         self, n: int, action: Callable[[str, Path], None], *, persistent: bool = False
@@ -93,6 +96,8 @@ class FaultAt:
         self.seen = 0
 
     def __call__(self, op: str, path: Path) -> None:
+        if op == "probe":
+            return
         index = self.seen
         self.seen += 1
         if index == self.n or (self.persistent and index > self.n):
@@ -106,7 +111,8 @@ class Recorder:
         self.events: list[tuple[str, Path]] = []
 
     def __call__(self, op: str, path: Path) -> None:
-        self.events.append((op, path))
+        if op != "probe":
+            self.events.append((op, path))
 
 
 @contextmanager

@@ -1,0 +1,253 @@
+"""DDTree worker for SGLang's v1 DFlash family (`dflash_worker.DFlashWorker`, 0.5.11-0.5.13).
+
+The v1 family runs without the overlap scheduler (DFlash's server-arg validation turns it off for
+DDTREE too): the worker mutates the running `ScheduleBatch` in place, and the verify input's
+`verify` appends the accepted tokens to each request, frees the unused KV slots and advances the
+sequence lengths. DDTree therefore keeps DFlash's `forward_batch_generation` (prefill, the target
+verify call, Mamba commit, draft-KV materialisation, the result) and changes one round through two
+narrow hooks:
+1. `_greedy_sample_from_vocab_parallel_head` (the draft head): keeps the full draft logits through
+   the target lm_head, besides the argmax DFlash's chain draft is built from.
+2. `_prepare_for_speculative_decoding`: after DFlash's draft, the chain's verify slots are released
+   and a tree verify input takes its place: `kernels.build_tree` -> `pad_tree` to the verify width
+   -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask, slots of positions
+   `prefix .. prefix + width`).
+3. `DDTreeVerifyInputV1.verify` (called by DFlash's `forward_batch_generation` with the target's
+   verify logits): posterior per node, `accept_walk`, the accepted tokens appended to each request
+   as DFlash does, the accepted nodes' target KV moved to positions `prefix .. prefix + len`, unused
+   slots freed, and the accepted nodes' hidden states returned in path order, which DFlash's own
+   writer turns into draft KV.
+
+Widths and gates as for the spec-v2 adapter (docs/ddtree-runtime.md): the draft runner sees the
+drafter's block, the target (graphs, attention, KV) the verify width `max(budget + 1, block)`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, List, Optional, Tuple
+
+import torch
+
+from sglang.srt.layers.sampler import apply_custom_logit_processor
+from sglang.srt.managers.schedule_batch import ScheduleBatch
+from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree
+from sglang.srt.speculative.ddtree.tree_round import (
+    draft_server_args,
+    move_accepted_kv,
+    path_features,
+    posterior,
+)
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
+from sglang.srt.speculative.dflash_info import DFlashDraftInput
+from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
+from sglang.srt.speculative.dflash_worker import DFlashWorker
+
+logger = logging.getLogger(__name__)
+
+# DFlashWorker's hooks this adapter overrides; `worker_class` refuses a release that lacks one.
+# ddtree_patch/worker_contract_v1.py checks their signatures (and every other override) statically.
+OVERRIDDEN_BASE_METHODS = ("_prepare_for_speculative_decoding", "_greedy_sample_from_vocab_parallel_head")
+
+
+@dataclass
+class DDTreeVerifyInputV1(DDTreeVerifyInput):
+    """The tree's verify input in the v1 contract: DFlash's slot allocation, the tree's accept.
+
+    The worker attaches the tree links and the posterior's settings before the verify pass.
+    """
+
+    first_child: Optional[torch.Tensor] = None
+    next_sibling: Optional[torch.Tensor] = None
+    tree_size: int = 1
+    max_depth: int = 0
+    generator: Optional[torch.Generator] = None
+
+    def prepare_for_verify(self, batch: ScheduleBatch, page_size: int, *, build_custom_mask: bool = True):
+        """DFlash's slot allocation for `draft_token_num` tokens per request, keeping the tree mask.
+
+        `build_custom_mask` tells DFlash whether the backend needs its causal chain mask; a tree
+        needs its ancestor mask on every backend, so the tree mask is kept either way.
+        """
+        tree_mask = self.custom_mask
+        super().prepare_for_verify(batch, page_size, build_custom_mask=False)
+        self.custom_mask = tree_mask
+
+    def verify(
+        self, *, batch: ScheduleBatch, logits_output: Any, page_size: int
+    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor, List[int]]:
+        """Accept along the tree; returns what DFlash's verify returns (same order and meaning)."""
+        if batch.forward_mode.is_idle():
+            return super().verify(batch=batch, logits_output=logits_output, page_size=page_size)
+        if page_size != 1:
+            raise RuntimeError(f"DDTREE supports --page-size 1 only (got {page_size}).")
+        bs, width = batch.batch_size(), int(self.draft_token_num)
+        logits = logits_output.next_token_logits
+        device = logits.device
+        _adjust_verify_logits(batch.sampling_info, logits, bs, width)
+        node_logits = logits.view(bs, width, -1)[:, : self.tree_size]
+        node_tokens = posterior(node_logits, batch.sampling_info, self.generator)
+        tree_tokens = self.draft_token.view(bs, width)[:, : self.tree_size]
+        accepted_idx, accept_len, _ = accept_walk(
+            tree_tokens, self.first_child, self.next_sibling, node_tokens, max_depth=self.max_depth
+        )
+        path_tokens = node_tokens.gather(1, accepted_idx.clamp(min=0))  # [d1 .. d_len, bonus]
+        packed = torch.cat([path_tokens, (accept_len + 1).to(path_tokens.dtype)[:, None]], dim=1).cpu()
+        commit_lens_cpu, bonus_cpu = _append_to_requests(batch.reqs, packed)
+        num_correct_drafts_per_req_cpu = [max(0, n - 1) for n in commit_lens_cpu]
+        commit_lens = torch.tensor(commit_lens_cpu, dtype=torch.int32, device=device)
+
+        cache_loc_2d = batch.out_cache_loc.view(bs, width).to(torch.int64)
+        move_accepted_kv(
+            batch.token_to_kv_pool_allocator.get_kvcache(), accepted_idx, accept_len, cache_loc_2d, self.tree_size
+        )
+        keep = torch.arange(width, device=device)[None, :] < commit_lens[:, None]
+        batch.token_to_kv_pool_allocator.free(batch.out_cache_loc.view(bs, width)[~keep])
+        batch.out_cache_loc = batch.out_cache_loc.view(bs, width)[keep]
+        for req, n in zip(batch.reqs, commit_lens_cpu, strict=True):
+            req.kv_committed_len += n
+            req.kv_allocated_len = req.kv_committed_len
+        # The kept slots (positions prefix .. prefix + n) are already in req_to_token: the verify
+        # allocation wrote positions prefix .. prefix + width.
+        batch.seq_lens.add_(commit_lens.to(batch.seq_lens.dtype))
+        batch.seq_lens_cpu.add_(torch.tensor(commit_lens_cpu, dtype=batch.seq_lens_cpu.dtype))
+        # Recomputed, not incremented: 0.5.13's filter_batch leaves it None (computed lazily there).
+        batch.seq_lens_sum = int(batch.seq_lens_cpu.sum())
+
+        hidden = logits_output.hidden_states
+        if hidden is None:
+            raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
+        next_target_hidden = path_features(hidden, accepted_idx, width, self.tree_size, commit_lens)
+        logits_output.hidden_states = None
+        new_bonus_tokens = torch.tensor(bonus_cpu, dtype=torch.int64, device=device)
+        return new_bonus_tokens, commit_lens, next_target_hidden, num_correct_drafts_per_req_cpu
+
+
+def _adjust_verify_logits(sampling_info: Any, logits: torch.Tensor, bs: int, width: int) -> None:
+    """Custom logit processors, penalties and logit bias on every verify row, as DFlash's verify."""
+    if sampling_info is None:
+        return
+    if len(sampling_info) != bs:
+        raise RuntimeError(f"DDTREE verify sampling_info size mismatch: {len(sampling_info)} vs bs={bs}.")
+    if sampling_info.has_custom_logit_processor:
+        apply_custom_logit_processor(logits, sampling_info, num_tokens_in_batch=width)
+    if sampling_info.penalizer_orchestrator.is_required or sampling_info.logit_bias is not None:
+        linear = torch.zeros((bs, logits.shape[1]), dtype=torch.float32, device=logits.device)
+        sampling_info.apply_logits_bias(linear)
+        logits.add_(torch.repeat_interleave(linear, width, dim=0))
+
+
+def _append_to_requests(reqs: list, packed: torch.Tensor) -> Tuple[List[int], List[int]]:
+    """Append each request's accepted tokens (last column of `packed` = how many) until it finishes.
+
+    Returns (tokens committed per request, each request's new bonus token).
+    """
+    commit_lens, bonus = [], []
+    for i, req in enumerate(reqs):
+        tokens = packed[i, : int(packed[i, -1])].tolist()
+        finish = getattr(req, "update_finish_state", None) or req.check_finished  # renamed in 0.5.13
+        appended = 0
+        for token in tokens:
+            req.output_ids.append(int(token))
+            appended += 1
+            finish()
+            if req.finished():
+                break
+            if req.grammar is not None:
+                req.grammar.accept_token(int(token))
+        last = req.output_ids[-1] if req.output_ids else req.origin_input_ids[-1]
+        commit_lens.append(appended)
+        bonus.append(int(last))
+        req.spec_verify_ct += 1
+        counter = "spec_num_correct_drafts" if hasattr(req, "spec_num_correct_drafts") else "spec_accepted_drafts"
+        setattr(req, counter, getattr(req, counter) + max(0, appended - 1))
+    return commit_lens, bonus
+
+
+class DDTreeWorkerV1(DFlashWorker):
+    """DFlashWorker with a tree verify (see the module docstring)."""
+
+    def __init__(self, server_args: ServerArgs, *args, **kwargs):
+        if server_args.speculative_ddtree_budget is None:
+            raise RuntimeError(
+                "DDTREE server args were not validated: speculative_ddtree_budget is unset "
+                "(validate_ddtree_server_args must run after DFlash's validation)."
+            )
+        super().__init__(draft_server_args(server_args), *args, **kwargs)
+        _check_target_graphs(self.target_worker.model_runner)
+        self.budget = int(server_args.speculative_ddtree_budget)
+        self.topk = int(server_args.speculative_ddtree_topk)
+        self.tree_size = self.budget + 1
+        self.verify_width = int(server_args.speculative_num_draft_tokens)
+        # Longest accepted run per round (root + one node per draft depth).
+        self.max_commit = min(self.budget, self.block_size - 1) + 1
+        self._sample_generator = torch.Generator(device=self.device)
+        self._sample_generator.manual_seed(int(server_args.random_seed or 0))
+        self._pending_draft_logits: Optional[torch.Tensor] = None
+        if self.tp_rank == 0:
+            logger.info(
+                "DDTREE worker (v1): budget=%d topk=%d draft block=%d verify width=%d",
+                self.budget, self.topk, self.block_size, self.verify_width,
+            )
+
+    def _greedy_sample_from_vocab_parallel_head(
+        self, *, hidden_states: torch.Tensor, lm_head: Any, chunk_size: int = 256
+    ) -> torch.Tensor:
+        """DFlash's draft head: the argmax token per row, computed from full draft logits that are
+        kept for the tree (`chunk_size` rows per matmul, as DFlash bounds its temporaries)."""
+        weight = lm_head.weight
+        shard = getattr(lm_head, "shard_indices", None)
+        num_vocab = int(shard.num_org_elements) if shard is not None else int(weight.shape[0])
+        rows = hidden_states.shape[0]
+        logits = torch.empty((rows, num_vocab), dtype=weight.dtype, device=hidden_states.device)
+        step = max(1, int(chunk_size))
+        for start in range(0, rows, step):
+            end = min(rows, start + step)
+            torch.matmul(hidden_states[start:end].to(weight.dtype), weight[:num_vocab].T, out=logits[start:end])
+        self._pending_draft_logits = logits
+        return logits.argmax(dim=-1)
+
+    def _prepare_for_speculative_decoding(self, batch: ScheduleBatch, draft_input: DFlashDraftInput):
+        super()._prepare_for_speculative_decoding(batch, draft_input)
+        if not batch.forward_mode.is_target_verify():  # extend / idle: DFlash left the batch as is
+            return
+        if self.use_compact_draft_cache:
+            raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
+        draft_logits, self._pending_draft_logits = self._pending_draft_logits, None
+        if draft_logits is None:
+            raise RuntimeError("DDTREE: DFlash's draft pass did not go through the draft head hook.")
+        chain = batch.spec_info
+        bs = batch.batch_size()
+        tree = build_tree(draft_logits.view(bs, self.block_size - 1, -1), self.budget, self.topk)
+        first_child, next_sibling = tree.first_child, tree.next_sibling
+        tree = pad_tree(tree, self.verify_width)
+        verify_input = DDTreeVerifyInputV1.from_tree(
+            tree, chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens, int(batch.seq_lens_cpu.sum())
+        )
+        verify_input.first_child, verify_input.next_sibling = first_child, next_sibling
+        verify_input.tree_size, verify_input.max_depth = self.tree_size, self.max_commit - 1
+        verify_input.generator = self._sample_generator
+        # DFlash allocated `block` slots per request for its chain; the tree takes its own width.
+        batch.token_to_kv_pool_allocator.free(batch.out_cache_loc)
+        verify_input.prepare_for_verify(batch, self.page_size)
+        batch.spec_info = verify_input
+
+
+def _check_target_graphs(target_runner: Any) -> None:
+    """Refuse a target whose verify CUDA graphs were captured without a custom mask.
+
+    In the v1 family the target captures its graphs before the speculative worker exists, from
+    DFlash's dummy verify input, which carries the mask buffer only where DFlash's mask policy
+    wants one (Triton yes, FlashInfer no). Replaying a mask-less graph would verify a chain.
+    """
+    if getattr(target_runner, "graph_runner", None) is None:
+        return
+    _, captured_with_mask = resolve_dflash_verify_mask_policy(target_runner.attn_backend)
+    if not captured_with_mask:
+        raise RuntimeError(
+            "DDTREE on this SGLang (v1 DFlash worker) cannot verify a tree inside the target's CUDA "
+            f"graphs with the {type(target_runner.attn_backend).__name__} backend: they were captured "
+            "without the tree mask. Use --attention-backend triton, or --disable-cuda-graph."
+        )

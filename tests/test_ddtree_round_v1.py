@@ -1,0 +1,83 @@
+"""DDTreeWorkerV1's decode round through SGLang's own v1 DFlash path (0.5.11-0.5.13), on a CPU.
+
+A real install of each release, patched by `apply`, runs in its CPU venv (tests/cpu_serverargs); the harness
+(tests/round_harness/drive_round_v1.py) builds the worker the way the scheduler does (real
+ServerArgs, `create_worker`, DFlashWorker's `__init__`) and runs `forward_batch_generation` on a
+real ScheduleBatch of real Reqs, with stand-ins only for the target and draft models and the KV
+buffers. Checks: output equals greedy decoding of the target, each round's committed KV (target and
+draft) holds the accepted path in position order, the allocator neither leaks nor double-frees,
+the accept counters (per request and in the result) add up,
+a request that reaches max_new_tokens inside a round stops there, and the widths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cpu_serverargs.venv_builder import ensure_venv
+from tests.sglang_releases import install_release, release_metadata
+
+REPO = Path(__file__).resolve().parents[1]
+V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
+BUDGETS = (0, 1, 7, 8, 32)
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", params=V1_RELEASES)
+def results(request, tmp_path_factory) -> dict:
+    version = request.param
+    site = install_release(version, tmp_path_factory.mktemp(f"v1round-{version}") / "site")
+    python = ensure_venv(version, release_metadata(site, version))
+    subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
+                   capture_output=True, cwd=REPO)
+    env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
+    cases = [*map(str, BUDGETS), "sampled:8", "refusal"]
+    proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return {"sampled" if line.get("temperature") else line.get("budget", "refusal"): line for line in lines}
+
+
+@pytest.mark.parametrize("budget", BUDGETS)
+def test_round_matches_greedy_and_commits_the_path(results, budget):
+    r = results[budget]
+    assert r["worker"] == "DDTreeWorkerV1"
+    assert r["equal_to_greedy"] and r["commit_ok"], r
+    assert r["finished"] == [False, True, False] or budget == 0, r  # budget 0 emits 1 token a round
+    assert r["output_lens"][1] <= 17
+    if budget == 0:
+        assert r["tokens_per_round"] == 1.0
+    else:
+        assert r["tokens_per_round"] > 1.0
+    if budget >= 7:  # room for second-ranked children: accepted paths leave the first-child chain
+        assert r["rounds_with_off_chain_paths"] > 0, r
+
+
+@pytest.mark.parametrize("budget, verify_width, pinned_block", [(0, 8, None), (1, 8, None), (7, 8, None),
+                                                                 (8, 9, 8), (32, 33, 8)])
+def test_widths(results, budget, verify_width, pinned_block):
+    r = results[budget]
+    assert r["verify_width"] == [verify_width] and r["widths"][:2] == [verify_width, pinned_block]
+    assert r["draft_runner_width"] == 8 and r["block_size"] == 8  # the drafter keeps its block
+
+
+def test_a_wider_tree_accepts_more(results):
+    per_round = [results[b]["tokens_per_round"] for b in (0, 1, 7, 32)]
+    assert per_round == sorted(per_round) and per_round[-1] > per_round[1], per_round
+
+
+def test_a_sampled_round_commits_what_it_emits(results):
+    r = results["sampled"]  # temperature 1: the posterior samples; the committed KV must follow it
+    assert r["commit_ok"] and r["finished"] == [False, True, False] and r["tokens_per_round"] > 1.0, r
+
+
+def test_flashinfer_graphs_without_the_mask_are_refused(results):
+    assert "captured without the tree mask" in results["refusal"]["refusal"]

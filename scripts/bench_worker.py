@@ -11,8 +11,10 @@ stdout/stderr cannot interleave with them): {"ready": ...} once, then one line p
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -21,6 +23,25 @@ def reply(fd: int, obj: dict) -> None:
     data = (json.dumps(obj) + "\n").encode()
     while data:
         data = data[os.write(fd, data):]
+
+
+def watch_children(fd: int, name: str, stop: threading.Event) -> None:
+    """Reply with an error and exit when an engine child process dies (an Engine whose scheduler died
+    can wait forever instead of raising; the coordinator would only see a timeout)."""
+
+    def loop() -> None:
+        while not stop.wait(1.0):
+            try:  # started children, dead ones included; `exitcode` polls without reaping
+                children = list(multiprocessing.process._children)  # noqa: SLF001
+            except RuntimeError:  # the set changed while it was read
+                continue
+            dead = sorted((p.name, p.exitcode) for p in children if p.exitcode not in (None, 0))
+            if dead and not stop.is_set():
+                reply(fd, {"ready": False, "name": name, "error": "engine child process died: "
+                           + ", ".join(f"{n} (exit {c})" for n, c in dead)})
+                os._exit(1)
+
+    threading.Thread(target=loop, daemon=True).start()
 
 
 def timed_generate(eng, cmd: dict) -> dict:
@@ -41,6 +62,8 @@ def timed_generate(eng, cmd: dict) -> dict:
 def main() -> None:
     cfg = json.load(open(sys.argv[1]))
     fd = int(sys.argv[2])
+    stop = threading.Event()
+    watch_children(fd, cfg["name"], stop)
     try:
         from sglang.srt.entrypoints.engine import Engine
 
@@ -60,6 +83,7 @@ def main() -> None:
         except BaseException as e:  # noqa: BLE001
             reply(fd, {"id": cmd.get("id"), "error": f"{type(e).__name__}: {e}"[:2000],
                        "traceback": traceback.format_exc()[-4000:]})
+    stop.set()  # shutdown ends the children on purpose
     try:
         eng.shutdown()
     finally:

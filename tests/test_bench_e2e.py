@@ -232,3 +232,28 @@ def test_main_end_to_end_with_stand_in_engines(tmp_path: Path, monkeypatch, caps
     records = json.loads((tmp_path / "big-only" / "results.json").read_text())["records"]
     assert {r["config"] for r in records} == {"8b_dflash", "8b_ddtree"}
     assert "Phases finished: 8B shape;" in (tmp_path / "big-only" / "benchmarks.md").read_text()
+
+
+def test_worker_watchdog_reports_a_dead_engine_child(tmp_path: Path) -> None:
+    """An engine child process that dies makes bench_worker reply with the error and exit, instead
+    of the coordinator waiting out a timeout (SGLang's Engine can wait forever on a dead scheduler)."""
+    import os
+    import subprocess
+
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import multiprocessing, os, sys, time\n"
+        f"sys.path.insert(0, {str(REPO / 'scripts')!r})\n"
+        "import bench_worker, threading\n"
+        "def child():\n    os._exit(3)\n"
+        "if __name__ == '__main__':\n"
+        "    bench_worker.watch_children(int(sys.argv[1]), 'x', threading.Event())\n"
+        "    multiprocessing.Process(target=child, name='scheduler_0').start()\n"
+        "    time.sleep(30)\n")
+    r, w = os.pipe()
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(script), str(w)], pass_fds=(w,), timeout=60)
+    os.close(w)
+    reply = json.loads(os.read(r, 65536).decode().splitlines()[0])
+    assert proc.returncode == 1 and time.time() - t0 < 20
+    assert reply == {"ready": False, "name": "x", "error": "engine child process died: scheduler_0 (exit 3)"}

@@ -197,7 +197,7 @@ def draft_loss(draft, embed, lm_head, feats, ids, anchors, p: Preset, weights, d
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
     loss = (ce * w.reshape(-1)).sum() / w.sum()
     acc = ((logits.argmax(-1) == labels) & valid).sum() / valid.sum()
-    return loss, acc.item()
+    return loss, acc.detach()  # a tensor: reading it every step would sync the GPU every step
 
 
 def train_draft(draft, target, tap, stream, p: Preset, gen, device: str, log) -> dict:
@@ -221,9 +221,9 @@ def train_draft(draft, target, tap, stream, p: Preset, gen, device: str, log) ->
         opt.step()
         done = step + 1
         if step % 50 == 0 or done == p.draft_steps:
-            losses.append((round(loss.item(), 4), round(acc, 4)))
+            losses.append((round(loss.item(), 4), round(acc.item(), 4)))
         if step % 500 == 0:
-            log(f"[draft] step {step} loss {loss.item():.3f} acc {acc:.3f} {time.time() - t0:.0f}s")
+            log(f"[draft] step {step} loss {loss.item():.3f} acc {acc.item():.3f} {time.time() - t0:.0f}s")
     return {"steps_planned": p.draft_steps, "steps_done": done, "seconds": round(time.time() - t0, 1),
             "stopped_by_cap": done < p.draft_steps, "loss_acc_every_50": losses}
 
@@ -315,6 +315,9 @@ def main() -> None:
                     help="override a preset field, e.g. --set draft_steps=4000 --set target_layer_ids=1,3,4")
     a = ap.parse_args()
     p = with_overrides(PRESETS[a.preset], a.set)
+    if not all(0 <= i < p.target_layers - 1 for i in p.target_layer_ids):
+        # SGLang captures the output of layer i "before layer i + 1": the last layer's is never captured
+        raise SystemExit(f"target_layer_ids {p.target_layer_ids} must lie in [0, {p.target_layers - 2}]")
     if p.draft_labels not in ("text", "target"):
         raise SystemExit(f"draft_labels must be 'text' or 'target', got {p.draft_labels!r}")
     if a.device == "cuda" and not torch.cuda.is_available():

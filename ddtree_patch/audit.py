@@ -31,12 +31,13 @@ class AuditReport:
     @property
     def state(self) -> str:
         """pristine (nothing applied), patched (every edit applied), or partial (some)."""
-        edits = [s for s in self.sites if s.decision in (Decision.WIDEN, Decision.EDIT) and s.rule]
+        edits = [s for s in self.sites if s.decision in (Decision.WIDEN, Decision.EDIT, Decision.NARROW) and s.rule]
         applied = [s for s in edits if s.applied]
+        structural = (Decision.EDIT, Decision.NARROW)  # widenings need no edit at predicate calls
         dropins = set(self.dropins.values())
-        if not any(s.decision is Decision.EDIT and s.applied for s in edits) and dropins <= {"absent"}:
+        if not any(s.decision in structural and s.applied for s in edits) and dropins <= {"absent"}:
             return "pristine"
-        pending = any(s.decision is Decision.EDIT and not s.applied for s in edits)
+        pending = any(s.decision in structural and not s.applied for s in edits)
         return "partial" if pending or dropins != {"present"} or not applied else "patched"
 
     @property

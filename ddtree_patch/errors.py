@@ -85,3 +85,9 @@ class VerifyFailed(DDTreePatchError):
     """A check after writing found bytes other than the ones expected."""
 
     exit_code = 12
+
+
+class NativeDDTree(DDTreePatchError):
+    """This SGLang defines DDTREE itself: patching over it would fight upstream's DDTree."""
+
+    exit_code = 13

@@ -5,7 +5,9 @@ from __future__ import annotations
 from ddtree_patch.analyse import SourceText, analyse_file
 from ddtree_patch.dropins import dropin_files
 from ddtree_patch.compiled import check_compiles
+from ddtree_patch.errors import NativeDDTree
 from ddtree_patch.model import FileEdit, Install, Plan
+from ddtree_patch.native import native_ddtree
 from ddtree_patch.policy import default_policy
 from ddtree_patch.scan import Progress, ScanResult, scan
 from ddtree_patch.state import pristine_view
@@ -14,6 +16,7 @@ from ddtree_patch.state import pristine_view
 def build_plan(install: Install, result: ScanResult | None = None, progress: Progress | None = None) -> Plan:
     """The plan of the pristine package, also when it is patched now (files rewritten by a
     previous apply are read from their backups), so re-applying the same plan is a no-op."""
+    refuse_native(install)
     result = result or scan(install, progress)
     view = pristine_view(install)
     plan = Plan(install)
@@ -32,3 +35,12 @@ def build_plan(install: Install, result: ScanResult | None = None, progress: Pro
         check_compiles(added.path, added.data)
         plan.added.append(added)
     return plan
+
+
+def refuse_native(install: Install) -> None:
+    evidence = native_ddtree(install)
+    if evidence:
+        raise NativeDDTree(
+            f"SGLang {install.version} ships DDTREE itself ({'; '.join(evidence)}): use its own "
+            "--speculative-algorithm DDTREE; ddtree-patch writes nothing over a native DDTree."
+        )

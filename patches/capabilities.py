@@ -58,7 +58,7 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
         "mixed-chunk", "absent",
         "mixed chunked prefill (prefill and decode in one batch)",
         "a mixed step would run DFlash's chain verify for DDTree's requests; not verified",
-        "mixed chunked prefill is turned off by SGLang for DDTREE (a warning, not an error)",
+        "DDTREE does not support --enable-mixed-chunk (mixed chunked prefill).",
     ),
     Capability(
         "grammar", "absent",

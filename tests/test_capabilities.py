@@ -72,6 +72,7 @@ def test_a_plain_request_is_served():
     (dict(enable_lora=True), "lora"),
     (dict(lora_paths=["a"]), "lora"),
     (dict(disaggregation_mode="decode"), "pd-disaggregation"),
+    (dict(enable_mixed_chunk=True), "mixed-chunk"),
 ])
 def test_absent_server_features_are_refused_at_start(flags, capability):
     with pytest.raises(DDTreeArgumentError) as raised:

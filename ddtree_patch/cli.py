@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from contextlib import contextmanager
@@ -21,6 +22,7 @@ from ddtree_patch.plan import build_plan
 from ddtree_patch.status import status as install_status
 from ddtree_patch.transaction import apply_plan
 from ddtree_patch.transaction import revert as revert_install
+from ddtree_patch.worker_fit import contract_warnings
 from ddtree_patch.render import audit_tables, plan_added, plan_diff, result_json, result_lines, with_target
 
 app = typer.Typer(
@@ -139,6 +141,7 @@ def apply(
             return
         with _progress(not as_json, "applying") as progress:
             result = apply_plan(plan, __version__, progress=progress, python=python)
+        result = dataclasses.replace(result, warnings=contract_warnings(install))
     _print_result(result, as_json, python, target)
 
 

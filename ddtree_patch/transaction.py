@@ -86,6 +86,7 @@ class ApplyResult:
     recovered: Recovery | None = None
     previous_tool_version: str | None = None  # set when an older patch was reverted first
     discarded_stale: bool = False  # an obsolete manifest (SGLang reinstalled) was dropped
+    warnings: tuple[str, ...] = ()  # e.g. the DDTree worker does not fit this release (worker_fit)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,8 @@
 
 DDTree subclasses the installed SGLang's DFlash worker, so the DDTree worker differs per DFlash
 worker family. One adapter per family, chosen by what the installed SGLang ships:
-- spec-v2 (`dflash_worker_v2.DFlashWorkerV2`, SGLang 0.5.14+; proven on 0.5.15): `worker_v2`.
+- spec-v2 (`dflash_worker_v2.DFlashWorkerV2`, SGLang 0.5.14+; proven on 0.5.15): `worker_v2`, once
+  `contract.problems` finds that it fits the installed release's worker contract.
 - v1 (`dflash_worker.DFlashWorker`, SGLang 0.5.11-0.5.13): no adapter yet, refused clearly.
 """
 
@@ -26,16 +27,15 @@ def _has_module(name: str) -> bool:
 def worker_class(server_args: Any) -> type:
     """The DDTree worker class for the installed SGLang (`create_worker` returns a class)."""
     if _has_module("sglang.srt.speculative.dflash_worker_v2"):
-        from sglang.srt.speculative.ddtree.worker_v2 import REQUIRED_BASE_MEMBERS, DDTreeWorkerV2
-        from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
+        from sglang.srt.speculative.ddtree import contract
 
-        missing = [m for m in REQUIRED_BASE_MEMBERS if not hasattr(DFlashWorkerV2, m)]
-        if missing:
-            raise UnsupportedSGLangError(
-                "DDTREE's DFlashWorkerV2 adapter needs DFlashWorkerV2."
-                + ", DFlashWorkerV2.".join(missing)
-                + f", which this SGLang ({_sglang_version()}) does not have."
-            )
+        # Before importing the adapter: a release whose worker contract drifted is refused here,
+        # at start, with one message, instead of failing inside a batch.
+        drift = contract.problems(contract.V2, contract.site_root())
+        if drift:
+            raise UnsupportedSGLangError(contract.refusal(drift, _sglang_version()))
+        from sglang.srt.speculative.ddtree.worker_v2 import DDTreeWorkerV2
+
         return DDTreeWorkerV2
     if _has_module("sglang.srt.speculative.dflash_worker"):
         raise UnsupportedSGLangError(

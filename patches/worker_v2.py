@@ -19,7 +19,17 @@ the extra verify rows are padding (root children of nothing, results unread): th
 KV per round from that one width, and the draft block must fit in it as well as the tree. The draft
 runner is built from a copy of the server args whose `speculative_num_draft_tokens` is the block, so
 its graphs, attention metadata and buffers keep the trained block while every target-side consumer
-(verify graphs, attention, KV reservation, scheduler accounting) sees the verify width.
+(verify graphs, attention, KV reservation, scheduler accounting) sees the verify width. From 0.5.17
+SGLang serves resolved config from process-wide bags (`runtime_context.get_spec()`) that its
+runners read while they are built; the block is published there while the draft runner is built
+and while its graphs are captured, and the verify width restored after.
+
+Entry point: the scheduler calls `forward_batch_generation(batch, **kwargs)` with keywords that grew
+per release (`on_publish`; `grammar_barrier` from 0.5.17; `pp_proxy_tensors` from 0.5.19). The base
+does the whole decode round inline (no narrower decode method exists in 0.5.14-0.5.23), so the
+override names every keyword explicitly, hands prefill and idle batches to the base with exactly
+the keywords it was given, and runs the DDTree round for decode. `contract.problems` checks at
+start that this signature still covers the base's and the scheduler's (`worker.worker_class`).
 
 No host synchronisation inside a round: shapes are fixed by (bs, width), host-side sizes come from the
 scheduler's host sequence lengths plus one round of lag.
@@ -28,7 +38,10 @@ scheduler's host sequence lengths plus one round of lag.
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
 
 import torch
 
@@ -52,32 +65,71 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 logger = logging.getLogger(__name__)
 
-# DFlashWorkerV2 internals this subclass builds on; `worker_class` refuses a release that lacks one.
-REQUIRED_BASE_MEMBERS = (
-    "_append_target_hidden_to_draft_kv_by_loc",
-    "_make_next_draft_input_decode",
-    "_update_target_mamba_state_after_verify",
-    "_ensure_draft_block_buffers",
-    "_resolve_mask_token_id",
-)
+_WIDTH_SOURCE = "ddtree: draft runner width"
 
 
-def draft_server_args(server_args: ServerArgs) -> ServerArgs:
-    """Copy of `server_args` as the draft runner must see them: width = the drafter's block."""
+def draft_server_args(server_args: ServerArgs, block: int) -> ServerArgs:
+    """A private copy of `server_args` as the draft runner must see them: width = the block.
+
+    From 0.5.17 a resolved ServerArgs refuses assignment (it is the process-wide record); the copy
+    is not that record, so it is written through the class's own base setter, which the record's
+    guard itself calls. (0.5.19+ workers read the width from `get_spec()`: see `published_width`.)
+    """
     draft_args = copy.copy(server_args)
-    draft_args.speculative_num_draft_tokens = int(
-        server_args.speculative_dflash_block_size or server_args.speculative_num_draft_tokens
-    )
     # A cached_property computed from the target width would otherwise travel with the copy.
-    draft_args.__dict__.pop("max_speculative_num_draft_tokens", None)
+    getattr(draft_args, "__dict__", {}).pop("max_speculative_num_draft_tokens", None)
+    super(type(draft_args), draft_args).__setattr__("speculative_num_draft_tokens", block)
     return draft_args
+
+
+def resolved_view(server_args: ServerArgs):
+    """Where this release's resolved server args are read at run time.
+
+    From 0.5.19 the record keeps the operator's raw input (no width, say) and resolves through
+    `resolving_view`, as DFlash reads its own settings; before, the materialised record itself
+    carries the resolved values.
+    """
+    try:
+        from sglang.srt.arg_groups.model_override_base import resolving_view
+    except ImportError:
+        return server_args
+    return resolving_view(server_args)
+
+
+def _published_draft_tokens() -> Optional[int]:
+    """The width in the published config bags (0.5.17+); None where the release has none."""
+    try:
+        from sglang.srt.runtime_context import get_spec
+    except ImportError:
+        return None
+    try:
+        return get_spec().speculative_num_draft_tokens
+    except (ValueError, AttributeError):  # not published (yet), or no such leaf
+        return None
+
+
+@contextmanager
+def published_width(width: int) -> Iterator[None]:
+    """Publish `width` as `speculative_num_draft_tokens` while the draft runner reads it."""
+    current = _published_draft_tokens()
+    if current is None or current == width:
+        yield
+        return
+    from sglang.srt.runtime_context import get_context
+
+    get_context().override(_WIDTH_SOURCE, speculative_num_draft_tokens=width)
+    try:
+        yield
+    finally:
+        get_context().override(_WIDTH_SOURCE, speculative_num_draft_tokens=current)
 
 
 class DDTreeWorkerV2(DFlashWorkerV2):
     """DFlashWorkerV2 with a tree verify (see the module docstring)."""
 
     def __init__(self, server_args: ServerArgs, *args, **kwargs):
-        if server_args.speculative_ddtree_budget is None:
+        resolved = resolved_view(server_args)
+        if resolved.speculative_ddtree_budget is None:
             raise RuntimeError(
                 "DDTREE server args were not validated: speculative_ddtree_budget is unset "
                 "(validate_ddtree_server_args must run after DFlash's validation)."
@@ -90,29 +142,57 @@ class DDTreeWorkerV2(DFlashWorkerV2):
                 "order DDTREE does not support."
             )
         install_tree_mask_capture()
-        super().__init__(draft_server_args(server_args), *args, **kwargs)
-        self.budget = int(server_args.speculative_ddtree_budget)
-        self.topk = int(server_args.speculative_ddtree_topk)
+        block = int(resolved.speculative_dflash_block_size or resolved.speculative_num_draft_tokens)
+        width = int(resolved.speculative_num_draft_tokens)
+        with published_width(block):
+            super().__init__(server_args if width == block else draft_server_args(server_args, block), *args, **kwargs)
+        self.budget = int(resolved.speculative_ddtree_budget)
+        self.topk = int(resolved.speculative_ddtree_topk)
         self.tree_size = self.budget + 1
-        self.verify_width = int(server_args.speculative_num_draft_tokens)
+        self.verify_width = width
         # Longest accepted run per round (root + one node per draft depth): the output stride.
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
-        self._sample_generator.manual_seed(int(server_args.random_seed or 0))
+        self._sample_generator.manual_seed(int(resolved.random_seed or 0))
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
-        if self.tp_rank == 0:
-            logger.info(
-                "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
-                self.budget, self.topk, self.block_size, self.verify_width,
-            )
+        # 0.5.20+ also wants the post-verify lengths for its recurrent-state tracking.
+        self._mamba_commit_takes_post_lens = "seq_lens_post_verify" in inspect.signature(
+            DFlashWorkerV2._update_target_mamba_state_after_verify
+        ).parameters
+        logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
+            "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
+            self.budget, self.topk, self.block_size, self.verify_width,
+        )
+
+    def init_cuda_graphs(self):
+        # The scheduler captures the draft's graphs after construction; where runners read the
+        # width from the published config (0.5.17+), they must see the block then too.
+        with published_width(int(self.block_size)):
+            super().init_cuda_graphs()
 
     def _maybe_build_draft_sampler(self):
         # DDTree needs the whole draft distribution, not DFlash's in-graph argmax.
         return None
 
-    def forward_batch_generation(self, batch: ScheduleBatch, on_publish=None) -> GenerationBatchResult:
+    def forward_batch_generation(
+        self,
+        batch: ScheduleBatch,
+        on_publish: Optional[Callable] = None,
+        grammar_barrier: Optional[Callable[[], None]] = None,
+        pp_proxy_tensors=None,
+    ) -> GenerationBatchResult:
         if batch.forward_mode.is_extend() or batch.is_extend_in_batch or batch.forward_mode.is_idle():
-            return super().forward_batch_generation(batch, on_publish=on_publish)
+            # Only the keywords the scheduler gave: a release whose base lacks one never gets it.
+            given = {"on_publish": on_publish, "grammar_barrier": grammar_barrier, "pp_proxy_tensors": pp_proxy_tensors}
+            return super().forward_batch_generation(batch, **{k: v for k, v in given.items() if v is not None})
+        if pp_proxy_tensors is not None:
+            # DFlash's own validation refuses --pp-size > 1, so a decode batch never carries these.
+            raise RuntimeError("DDTREE does not support pipeline parallelism (got pp_proxy_tensors).")
+        if getattr(batch, "has_grammar", False):
+            # `grammar_barrier` advances the previous batch's grammar FSM before a verify reads it
+            # to build a vocab mask; DDTree builds no mask, so grammar requests must be refused
+            # before they are scheduled, and a batch carrying one is a broken invariant.
+            raise RuntimeError("DDTREE applies no grammar mask, but a grammar request reached a decode round.")
         if getattr(batch, "return_logprob", False):
             raise ValueError("DDTREE speculative decoding does not support return_logprob yet.")
         draft_input = batch.spec_info
@@ -126,8 +206,9 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         """Host upper bound of each prefix length (the host copy lags at most one round)."""
         if batch.seq_lens_cpu is not None:
             return batch.seq_lens_cpu.to(torch.int64) + self.max_commit
-        if draft_input.reserved_seq_lens_cpu is not None:
-            return draft_input.reserved_seq_lens_cpu.to(torch.int64)
+        reserved = getattr(draft_input, "reserved_seq_lens_cpu", None)  # 0.5.15-0.5.18 only
+        if reserved is not None:
+            return reserved.to(torch.int64)
         return batch.seq_lens.to("cpu", torch.int64)
 
     def _decode_round(self, batch, draft_input, on_publish) -> GenerationBatchResult:
@@ -167,8 +248,9 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             # Only reachable with --speculative-ddtree-allow-hybrid-unsafe: recurrent state is
             # committed in node order, which is the accepted path only when that path is the
             # leading chain of the tree.
+            post = {"seq_lens_post_verify": new_seq_lens} if self._mamba_commit_takes_post_lens else {}
             self._update_target_mamba_state_after_verify(
-                batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens
+                batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens, **post
             )
         if on_publish is not None:
             on_publish(new_seq_lens)

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The DDTree GPU check in one device call (SGLang 0.5.15 from the gpurig bundle):
 #   install the bundle into /tmp/site, patch SGLang for DDTREE (`python -m ddtree_patch apply`),
-#   check the start-up gates on real ServerArgs, build the tiny models, run the engine matrix
-#   (plain / DFLASH / DDTREE budgets 1, 8, 32 x target_struct, target_rand x CUDA graphs off/on,
-#   a sampled run, round timing) and print the summary table. Logs and results land in $OUT.
-# usage: RIG=/path/to/.gpurig bash scripts/gpu_check.sh [gpu_matrix.py options]
+#   check the start-up gates on real ServerArgs, build the tiny models and the off-chain oracle
+#   (make_oracle_models.py), run the engine matrix (suite base: plain / DFLASH / DDTREE budgets
+#   1, 8, 32 x target_struct, target_rand x CUDA graphs off/on, a sampled run, round timing; suite
+#   offchain: plain / DFLASH / DDTREE budgets 4..64 x CUDA graphs off/on on the off-chain oracle,
+#   judged against its analytic acceptance) and print the summary tables. Logs and results in $OUT.
+# usage: RIG=/path/to/.gpurig bash scripts/gpu_check.sh [gpu_matrix.py options, e.g. --suite offchain]
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export RIG=${RIG:-$REPO/.gpurig}
@@ -25,7 +27,14 @@ else
   echo "[apply] ddtree-patch apply --target $SITE failed:"; tail -5 "$OUT/apply.log"; exit 1
 fi
 python3 "$RIG/scripts/make_models.py" /tmp/models --weights > "$OUT/models.log" 2>&1 || { tail "$OUT/models.log"; exit 1; }
+python3 scripts/make_oracle_models.py /tmp/models > "$OUT/oracle_models.log" 2>&1 &  # CPU, beside the gates
+oracle_pid=$!
 python3 scripts/gpu_gate_check.py 2>&1 | tee "$OUT/gates.log" | grep -E "^(GATE|IMPORT)"
+if wait $oracle_pid; then
+  echo "[models] off-chain oracle built and checked: $(tail -1 "$OUT/oracle_models.log")"
+else
+  echo "[models] make_oracle_models.py FAILED (the off-chain rows cannot run):"; tail -20 "$OUT/oracle_models.log"; exit 1
+fi
 echo "[setup] $(( $(date +%s) - t0 ))s"
 python3 scripts/gpu_matrix.py "$OUT/matrix" "$@"
 rc=$?

@@ -11,8 +11,10 @@ bench ({"prompt": ids, "max_new": n}: timed single-request generation after a wa
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -42,7 +44,28 @@ def meta(out: dict) -> dict:
     return {k: out["meta_info"].get(k) for k in META_KEYS}
 
 
-def run(cfg: dict, res: dict) -> None:
+def watch_children(res: dict, out_path: str, t0: float, stop: threading.Event) -> None:
+    """End the run when an engine child process dies: SGLang 0.5.17's Engine keeps waiting for a
+    scheduler that died at start-up (e.g. DDTREE refused at worker creation) instead of raising."""
+
+    def loop() -> None:
+        while not stop.wait(1.0):
+            try:
+                # The started children, dead ones included (`active_children()` would reap those
+                # before they are seen); `exitcode` polls without reaping.
+                children = list(multiprocessing.process._children)  # noqa: SLF001
+            except RuntimeError:  # the set changed while it was read; next tick
+                continue
+            dead = sorted((p.name, p.exitcode) for p in children if p.exitcode not in (None, 0))
+            if dead and not stop.is_set():
+                names = ", ".join(f"{name} (exit {code})" for name, code in dead)
+                res["error"] = f"engine child process died: {names}; its traceback is in the log above"
+                finish(res, out_path, t0)
+
+    threading.Thread(target=loop, daemon=True).start()
+
+
+def run(cfg: dict, res: dict, stop: threading.Event) -> None:
     from sglang.srt.entrypoints.engine import Engine
 
     t0 = time.time()
@@ -76,26 +99,35 @@ def run(cfg: dict, res: dict) -> None:
         rounds = out["meta_info"].get("spec_verify_ct") or out["meta_info"]["completion_tokens"]
         res["bench"] = {"seconds": round(elapsed, 4), "rounds": rounds,
                         "ms_per_round": round(1000 * elapsed / rounds, 4), **meta(out)}
+    stop.set()  # shutdown ends the children on purpose
     eng.shutdown()
+
+
+def finish(res: dict, out_path: str, t0: float) -> None:
+    res["t_total"] = round(time.time() - t0, 1)
+    with open(out_path, "w") as f:
+        json.dump(res, f, indent=1, default=str)
+    print("RESULT", res["name"], json.dumps({k: res.get(k) for k in ("ok", "error", "t_start", "t_total")}))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if res["ok"] else 1)
 
 
 def main() -> None:
     cfg = json.load(open(sys.argv[1]))
     res = {"name": cfg["name"], "config": cfg, "ok": False}
     t0 = time.time()
+    stop = threading.Event()
+    watch_children(res, sys.argv[2], t0, stop)
     try:
-        run(cfg, res)
+        run(cfg, res, stop)
         res["ok"] = True
     except BaseException as e:  # noqa: BLE001 - every failure is reported in the JSON
         res["error"] = f"{type(e).__name__}: {e}"[:2000]
         res["traceback"] = traceback.format_exc()[-6000:]
         print(res["traceback"], file=sys.stderr)
-    res["t_total"] = round(time.time() - t0, 1)
-    with open(sys.argv[2], "w") as f:
-        json.dump(res, f, indent=1, default=str)
-    print("RESULT", cfg["name"], json.dumps({k: res.get(k) for k in ("ok", "error", "t_start", "t_total")}))
-    sys.stdout.flush()
-    os._exit(0 if res["ok"] else 1)
+    stop.set()
+    finish(res, sys.argv[2], t0)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,14 @@
 """The DDTree GPU check matrix: run every engine configuration, compare with plain decoding, summarise.
 
-usage: python gpu_matrix.py OUT_DIR [--only NAME ...] [--parallel N] [--deadline-s S]
+usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
 
-Needs an SGLang patched for DDTREE on the path and the gpurig tiny models in /tmp/models
-(target_struct, target_rand, draft_rand). Engines run as subprocesses of gpu_engine_run.py, several
-at a time on the one GPU (each with a small KV pool); the two engines that also time rounds run
-last and alone. Writes OUT_DIR/results/*.json, OUT_DIR/logs/*.log, OUT_DIR/summary.{json,md}.
-Exit status 0 only when every comparison holds.
+Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
+`offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
+DDTree accepted paths leave the first-child chain and whose acceptance is known in advance
+(oracle_acceptance.py). Needs an SGLang patched for DDTREE on the path. Engines run as subprocesses
+of gpu_engine_run.py, several at a time on the one GPU (each with a small KV pool); the two engines
+that also time rounds run last and alone. Writes OUT_DIR/results/*.json, OUT_DIR/logs/*.log,
+OUT_DIR/summary.{json,md}. Exit status 0 only when every comparison holds.
 """
 
 from __future__ import annotations
@@ -35,9 +37,31 @@ PROMPTS = {
 }
 BENCH = {"prompt": [299, 300], "max_new": 256}
 MAX_NEW = 32
+# Off-chain oracle: mixed prompt lengths (2..26) and starts, each ending in two ring neighbours.
+OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [300, 301], [120, 121, 122],
+                        [200, 64, 65], [127, 64], [10, 11, 12, 13, 100, 101]],
+            "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
+SUITES = ("base", "offchain")
 
 
-def configs() -> list[dict]:
+def configs(suites: tuple[str, ...] = SUITES) -> list[dict]:
+    return (base_configs() if "base" in suites else []) + (offchain_configs() if "offchain" in suites else [])
+
+
+def offchain_configs() -> list[dict]:
+    base = {"target": str(MODELS / "target_offchain"), "prompts": OFFCHAIN["prompts"],
+            "max_new": OFFCHAIN["max_new"], "model": "offchain", "suite": "offchain"}
+    draft = str(MODELS / "draft_offchain")
+    out = [dict(base, name="plain_offchain", algo="NONE")]
+    for cg in (False, True):
+        tag = f"offchain_{'cg' if cg else 'eager'}"
+        out.append(dict(base, name=f"dflash_{tag}", algo="DFLASH", draft=draft, cuda_graph=cg))
+        for b in OFFCHAIN["budgets"]:
+            out.append(dict(base, name=f"ddtree_b{b}_{tag}", algo="DDTREE", draft=draft, budget=b, cuda_graph=cg))
+    return out
+
+
+def base_configs() -> list[dict]:
     out = []
     for model in ("struct", "rand"):
         base = {"target": str(MODELS / f"target_{model}"), "prompts": PROMPTS[model], "max_new": MAX_NEW,
@@ -138,12 +162,44 @@ def judge_sampled(res: dict) -> dict:
             "verdict": "PASS" if in_vocab and complete else "FAIL"}
 
 
-def summarise(cfgs: list[dict], results: dict[str, dict]) -> tuple[dict, str]:
+def offchain_expectations(cfgs: list[dict]) -> tuple[dict[str, dict], str | None]:
+    """Analytic acceptance of the off-chain rows, or the error that prevented computing it."""
+    if not any(c.get("suite") == "offchain" for c in cfgs):
+        return {}, None
+    try:
+        import offchain_judge
+
+        expected = offchain_judge.expectations([c for c in cfgs if c.get("suite") == "offchain"])
+    except Exception as e:  # noqa: BLE001 - reported in every off-chain row
+        return {}, f"analytic acceptance failed: {type(e).__name__}: {e}"
+    print("[analytic] off-chain accepted tokens / round: "
+          + ", ".join(f"{name} {e['mean']}" for name, e in expected.items()), flush=True)
+    return expected, None
+
+
+def summarise(cfgs: list[dict], results: dict[str, dict],
+              offchain: tuple[dict[str, dict], str | None] | None = None) -> tuple[dict, str]:
+    """Rows and the markdown table; `offchain` = offchain_expectations(cfgs) when already computed."""
     rows = {}
+    expected, expected_error = offchain if offchain is not None else offchain_expectations(cfgs)
+    if expected_error:
+        print(expected_error, flush=True)
+    if any(c.get("suite") == "offchain" for c in cfgs):
+        import offchain_judge  # torch + the repo's kernels: only when the off-chain suite runs
     for cfg in cfgs:
         name = cfg["name"]
         res = results.get(name, {"ok": False, "error": "not run (deadline)"})
-        if cfg.get("sampled"):
+        if cfg.get("suite") == "offchain":
+            if cfg["algo"] == "NONE":
+                rows[name] = offchain_judge.judge_reference(cfg, res)
+            else:
+                tag = name.rsplit("_", 1)[1]
+                rows[name] = offchain_judge.judge(cfg, res, results.get("plain_offchain"), rows.get("plain_offchain"),
+                                                  expected.get(name), results.get(f"dflash_offchain_{tag}"))
+                if expected_error:
+                    rows[name].setdefault("problems", []).append(expected_error)
+                    rows[name]["verdict"] = "FAIL" if rows[name]["verdict"] == "PASS" else rows[name]["verdict"]
+        elif cfg.get("sampled"):
             rows[name] = judge_sampled(res)
         elif cfg["algo"] == "NONE":
             rows[name] = {"ok": res.get("ok"), "verdict": "REFERENCE" if res.get("ok") else "ERROR",
@@ -166,6 +222,9 @@ def summarise(cfgs: list[dict], results: dict[str, dict]) -> tuple[dict, str]:
                       f"DFLASH {d['ms_per_round']} ms, DDTREE {t['ms_per_round']} ms, "
                       f"ratio DDTREE/DFLASH = {bench['round_time_ratio']}; accepted tokens per round "
                       f"DFLASH {d['spec_accept_length']}, DDTREE {t['spec_accept_length']}."]
+    offchain = {c["name"]: rows[c["name"]] for c in cfgs if c.get("suite") == "offchain"}
+    if offchain:
+        lines += offchain_judge.table(offchain, OFFCHAIN["max_new"], len(OFFCHAIN["prompts"]))
     for name, row in rows.items():
         if row.get("error"):
             lines.append(f"- {name}: {str(row['error'])[:400]}")
@@ -177,6 +236,8 @@ def summarise(cfgs: list[dict], results: dict[str, dict]) -> tuple[dict, str]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--suite", choices=(*SUITES, "all"), default="all",
+                    help="base: the gpurig tiny models; offchain: the off-chain oracle; all: both (default)")
     ap.add_argument("--only", nargs="*", help="config names; the plain references of their models are added")
     ap.add_argument("--no-reference", action="store_true", help="with --only: skip the plain references")
     ap.add_argument("--parallel", type=int, default=8)
@@ -185,11 +246,16 @@ def main() -> int:
     deadline = time.time() + a.deadline_s
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfgs = configs()
+    cfgs = configs(SUITES if a.suite == "all" else (a.suite,))
     if a.only:
         models = {c["model"] for c in cfgs if c["name"] in a.only}
         cfgs = [c for c in cfgs if c["name"] in a.only
                 or (not a.no_reference and c["algo"] == "NONE" and c["model"] in models)]
+    missing = sorted({Path(c[k]).name for c in cfgs for k in ("target", "draft") if k in c and not Path(c[k]).is_dir()})
+    if missing:
+        print(f"gpu_matrix: model folders missing under {MODELS}: {', '.join(missing)} (gpu_check.sh builds them: "
+              "make_models.py --weights, then make_oracle_models.py)", flush=True)
+        return 2
     results: dict[str, dict] = {}
 
     def wave(batch: list[dict], parallel: int) -> None:
@@ -198,13 +264,16 @@ def main() -> int:
             for res in pool.map(lambda c: run_one(c, a.out_dir, min(300, deadline - time.time())), todo):
                 results[res["name"]] = res
 
-    first = [c for c in cfgs if c["name"] == "plain_struct"]  # compiles the JIT kernels once
+    analytic = ThreadPoolExecutor(1)  # the off-chain expectations are computed while engines run
+    expected = analytic.submit(offchain_expectations, cfgs)
+    first = [c for c in cfgs if c["algo"] == "NONE"][:1]  # compiles the JIT kernels once
     last = [c for c in cfgs if c.get("bench")]
     wave(first, 1)
     wave([c for c in cfgs if c not in first and c not in last], a.parallel)
     for cfg in last:
         wave([cfg], 1)
-    summary, table = summarise(cfgs, results)
+    summary, table = summarise(cfgs, results, expected.result())
+    analytic.shutdown()
     (a.out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     (a.out_dir / "summary.md").write_text(table + "\n")
     print(table)

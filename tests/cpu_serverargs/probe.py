@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
 
-    torchvision_stand_in.install()
+    torchvision_stand_in.install(("xgrammar",))  # 0.5.17+ import it (function-call parsing); resolution never calls it
     stdout = sys.stdout
     with contextlib.redirect_stdout(sys.stderr):  # SGLang's own prints must not mix with the JSON
         report = _report(args.target, args.draft, json.loads(args.cases))

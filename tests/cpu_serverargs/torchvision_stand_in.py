@@ -32,6 +32,14 @@ class _Any(metaclass=_AnyMeta):
     def __call__(self, *args: object, **kwargs: object) -> "_Any":
         return self
 
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: object, handler: object) -> object:
+        """A stand-in used as a field type of a pydantic model (xgrammar's `StructuralTag` in
+        0.5.18's request protocol) validates anything."""
+        from pydantic_core import core_schema
+
+        return core_schema.any_schema()
+
     def __getattr__(self, name: str) -> type:
         if name.startswith("__"):
             raise AttributeError(name)
@@ -50,8 +58,11 @@ class _StandInModule(types.ModuleType):
 
 
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, roots: tuple[str, ...] = (ROOT,)):
+        self.roots = roots
+
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != ROOT and not fullname.startswith(ROOT + "."):
+        if fullname.split(".")[0] not in self.roots:
             return None
         return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
 
@@ -65,7 +76,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def install() -> None:
-    """Put the finder first on `sys.meta_path` (idempotent)."""
+def install(extra_roots: tuple[str, ...] = ()) -> None:
+    """Put the finder first on `sys.meta_path` (idempotent). `extra_roots`: other absent modules
+    that code under test imports at module level but never calls, stood in the same way (last, so
+    an installed one wins)."""
     if not any(isinstance(finder, _Finder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+    if extra_roots:
+        sys.meta_path.append(_Finder(tuple(extra_roots)))

@@ -24,7 +24,7 @@ import torchvision_stand_in  # noqa: E402  (beside this file: the script's folde
 from kernels import build_tree, build_tree_mask  # noqa: E402
 from kernels.tree_mask import ancestor_matrix_torch  # noqa: E402
 
-torchvision_stand_in.install()  # SGLang's utils import torchvision; the CPU venv has none
+torchvision_stand_in.install(("xgrammar",))  # SGLang imports torchvision (and 0.5.17+ xgrammar); the CPU venv has neither
 try:  # where the kernel lives: srt/layers/attention/triton_ops up to 0.5.2x, then sglang/kernels
     from sglang.srt.layers.attention.triton_ops.extend_attention import extend_attention_fwd
 except ModuleNotFoundError:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 HERE = Path(__file__).resolve().parent
-RELEASES = ("0.5.15", "0.5.23")
+RELEASES = ("0.5.15", "0.5.18", "0.5.23")
 STAMP = "ddtree-cpu-venv.json"
 # Installed deliberately at another version than the release pins: the CPU build on local disk.
 NOT_FROM_RELEASE = frozenset({"torch"})

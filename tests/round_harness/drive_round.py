@@ -23,6 +23,14 @@ def successor(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x == G, G, (x + 1) % V)
 
 
+def greedy_chain(first: int, length: int) -> list[int]:
+    """The target's own greedy decoding from `first`, `length` tokens long."""
+    seq = [first]
+    while len(seq) < length:
+        seq.append(int(successor(torch.tensor(seq[-1]))))
+    return seq
+
+
 def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
     w = worker_v2.DDTreeWorkerV2.__new__(worker_v2.DDTreeWorkerV2)
     w.device, w.block_size, w.budget, w.topk = "cpu", BLOCK, budget, topk
@@ -38,8 +46,12 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
         def move_kv_cache(self, tgt, src):
             w.kv[tgt] = w.kv[src].clone()
 
-    w.target_worker = types.SimpleNamespace(model_runner=types.SimpleNamespace(
+    target = types.SimpleNamespace(model_runner=types.SimpleNamespace(
         attn_backend=object(), token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=KVCache)))
+    if isinstance(getattr(type(w), "target_worker", None), property):  # real DFlashWorkerV2
+        w._target_worker = target
+    else:
+        w.target_worker = target
 
     def draft_logits(batch, draft_input, bound):
         # The right token (the target's greedy chain) is ranked first at most depths but second,
@@ -101,12 +113,7 @@ def main(budget: int, topk: int) -> None:
             moved += int(any(int(a) != j for j, a in enumerate(w.last_accepted[i, :n].tolist())))
             outputs[i] += ids[i, :n].tolist()
         bonus, prefix = res.next_draft_input
-    greedy = []
-    for out in outputs:
-        seq = [out[0]]
-        while len(seq) < len(out):
-            seq.append(int(successor(torch.tensor(seq[-1]))))
-        greedy.append(seq)
+    greedy = [greedy_chain(out[0], len(out)) for out in outputs]
     print(json.dumps({"budget": budget, "topk": topk, "equal_to_greedy": outputs == greedy, "commit_ok": bool(commit_ok),
                       "rounds_with_off_chain_paths": moved,
                       "tokens_per_round": sum(len(o) - 1 for o in outputs) / (BS * ROUNDS)}))

@@ -1,0 +1,444 @@
+"""Does a DDTree worker adapter fit the installed SGLang's worker contract? Read from source.
+
+SGLang changes how its scheduler calls the speculative worker between releases (0.5.17 added
+`grammar_barrier=`, 0.5.19 `pp_proxy_tensors=`), and DDTree's adapters subclass DFlash's worker
+and use its internals. A check of member names misses a new keyword, so this reads the release's
+own source (`ast`, importing nothing: it runs in a CPU tree without torch as well as in the server)
+and checks one adapter class against its base:
+- every method the adapter overrides accepts every parameter the base's method takes, with the
+  same optionality, and requires nothing the base does not;
+- every call of `model_worker.<entry>` (the adapter's receiver) in the scheduler's modules (`srt/managers/`) binds to the
+  adapter's entry point: its positional count and every keyword, including the keys of a
+  `**kwargs` dict built in the calling function;
+- every base method the adapter calls (`self.x(...)` it does not define, `super().x(...)`) exists
+  and accepts the arguments given;
+- every `self.<attr>` the adapter reads and does not set is set or defined by the base (or the
+  base's own bases), not reached through the base's `__getattr__` delegation.
+The server runs `problems` when it creates the DDTree worker and refuses DDTREE with one message;
+`ddtree-patch apply` runs it on the patched tree and prints the same findings as a warning.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+CALLER_DIR = "sglang/srt/managers"  # modules that call the speculative worker's entry point
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """A DDTree worker class and the DFlash worker class it subclasses (dotted module names)."""
+
+    module: str
+    name: str
+    base_module: str
+    base_name: str
+    entry: str = "forward_batch_generation"
+    receiver: str = "model_worker"  # the scheduler's attribute holding the speculative worker
+
+
+V2 = Adapter(
+    "sglang.srt.speculative.ddtree.worker_v2", "DDTreeWorkerV2",
+    "sglang.srt.speculative.dflash_worker_v2", "DFlashWorkerV2",
+)  # fmt: skip
+ADAPTERS = (V2,)
+
+
+def site_root() -> Path:
+    """The folder holding the `sglang` package this module was dropped into."""
+    return Path(__file__).resolve().parents[4]
+
+
+def module_file(root: Path, module: str) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def adapter_for(root: Path) -> Adapter | None:
+    """The adapter whose base class the install at `root` ships, if DDTree has one."""
+    return next((a for a in ADAPTERS if module_file(root, a.base_module) is not None), None)
+
+
+# --- signatures ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    positional: bool  # can be passed by position
+    keyword: bool  # can be passed by name
+    has_default: bool
+
+
+@dataclass(frozen=True)
+class Signature:
+    params: tuple[Param, ...]
+    varargs: bool
+    varkw: bool
+
+    @classmethod
+    def of(cls, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> Signature:
+        a = fn.args
+        positional = a.posonlyargs + a.args
+        first_default = len(positional) - len(a.defaults)
+        params = [
+            Param(arg.arg, True, i >= len(a.posonlyargs), i >= first_default)
+            for i, arg in enumerate(positional)
+        ]
+        params += [
+            Param(arg.arg, False, True, default is not None)
+            for arg, default in zip(a.kwonlyargs, a.kw_defaults)
+        ]
+        decorators = {d.id for d in fn.decorator_list if isinstance(d, ast.Name)}
+        if "staticmethod" not in decorators and params and params[0].positional:
+            params = params[1:]  # self / cls
+        return cls(tuple(params), a.vararg is not None, a.kwarg is not None)
+
+    @property
+    def positional(self) -> list[Param]:
+        return [p for p in self.params if p.positional]
+
+    def by_name(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name and p.keyword), None)
+
+    def accepts_keyword(self, name: str) -> bool:
+        return self.varkw or self.by_name(name) is not None
+
+    def accepts_positional(self, count: int) -> bool:
+        return self.varargs or count <= len(self.positional)
+
+
+def overrides_fit(adapter: Signature, base: Signature) -> list[str]:
+    """How `adapter` fails to accept what callers of `base` may pass (empty: it fits)."""
+    problems, matched = [], set()
+    own_positional = adapter.positional
+    for i, p in enumerate(base.positional):
+        mine = adapter.by_name(p.name) if p.keyword else None
+        if mine is None and i < len(own_positional):
+            mine = own_positional[i]  # the base's name differs (e.g. `model_worker_batch`)
+        if mine is None and not (adapter.varargs or (p.keyword and adapter.varkw)):
+            problems.append(f"takes no parameter for the base's `{p.name}`")
+        elif mine is not None:
+            matched.add(mine.name)
+            if p.has_default and not mine.has_default:
+                problems.append(f"requires `{mine.name}`, which the base's `{p.name}` makes optional")
+    for p in base.params:
+        if p.positional:
+            continue
+        mine = adapter.by_name(p.name)
+        if mine is None and not adapter.varkw:
+            problems.append(f"takes no keyword `{p.name}`, which the base takes")
+        elif mine is not None:
+            matched.add(mine.name)
+            if p.has_default and not mine.has_default:
+                problems.append(f"requires `{p.name}`, which the base makes optional")
+    if base.varargs and not adapter.varargs:
+        problems.append("takes no *args, which the base takes")
+    if base.varkw and not adapter.varkw:
+        problems.append("takes no **kwargs, which the base takes")
+    for p in adapter.params:
+        if p.name not in matched and not p.has_default:
+            problems.append(f"requires `{p.name}`, which the base does not take")
+    return problems
+
+
+def call_fits(sig: Signature, positional: int | None, keywords: set[str], complete: bool) -> list[str]:
+    """How a call with `positional` arguments (None: a *starred one) and `keywords` fails `sig`.
+
+    `complete`: the call names all its arguments (no `*x` / `**x`), so missing required ones count.
+    """
+    problems = []
+    if positional is not None and not sig.accepts_positional(positional):
+        problems.append(f"passes {positional} positional arguments, it takes {len(sig.positional)}")
+    problems += [f"passes `{k}=`, which it does not take" for k in sorted(keywords) if not sig.accepts_keyword(k)]
+    if complete and positional is not None:
+        bound = {p.name for p in sig.positional[:positional]} | keywords
+        problems += [f"does not pass the required `{p.name}`" for p in sig.params if not p.has_default and p.name not in bound]
+    return problems
+
+
+# --- classes ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ClassInfo:
+    """A class read from source: its methods, the attributes it sets, and its own bases."""
+
+    name: str
+    path: Path
+    methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef]
+    attrs: set[str]
+    bases: list[ClassInfo] = field(default_factory=list)
+
+    def mro(self) -> list[ClassInfo]:
+        out, todo = [], [self]
+        while todo:
+            cls = todo.pop(0)
+            if cls not in out:
+                out.append(cls)
+                todo.extend(cls.bases)
+        return out
+
+    def method(self, name: str) -> tuple[ClassInfo, ast.FunctionDef | ast.AsyncFunctionDef] | None:
+        return next(((c, c.methods[name]) for c in self.mro() if name in c.methods), None)
+
+    def defines(self, name: str) -> bool:
+        return any(name in c.methods or name in c.attrs for c in self.mro())
+
+
+def _parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _imports(tree: ast.Module, module: str) -> dict[str, tuple[str, str]]:
+    """Local name -> (module, name) of the module's `from X import Y [as Z]` statements."""
+    out = {}
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                anchor = ".".join(parts[: len(parts) - node.level + 1])
+                source = f"{anchor}.{source}" if source else anchor
+            for alias in node.names:
+                out[alias.asname or alias.name] = (source, alias.name)
+    return out
+
+
+def _self_attrs(node: ast.AST) -> set[str]:
+    """Attributes assigned on `self` anywhere below `node` (plain, augmented, annotated, tuple)."""
+    out = set()
+    for sub in ast.walk(node):
+        targets = []
+        if isinstance(sub, ast.Assign):
+            targets = sub.targets
+        elif isinstance(sub, (ast.AugAssign, ast.AnnAssign)):
+            targets = [sub.target]
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out.add(t.attr)
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name) and sub.func.id == "setattr":
+            if sub.args and isinstance(sub.args[0], ast.Name) and sub.args[0].id == "self":
+                if len(sub.args) > 1 and isinstance(sub.args[1], ast.Constant):
+                    out.add(str(sub.args[1].value))
+    return out
+
+
+def load_class(root: Path, module: str, name: str, _seen: frozenset[str] = frozenset()) -> ClassInfo | None:
+    """The class `module.name` under `root`, with the bases it imports from `root` (others skipped)."""
+    path = module_file(root, module)
+    if path is None or f"{module}.{name}" in _seen:
+        return None
+    tree = _parse(path)
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    if node is None:
+        return None
+    methods = {n.name: n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    attrs = _self_attrs(node)
+    for n in node.body:
+        if isinstance(n, ast.Assign):
+            attrs |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        elif isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name):
+            attrs.add(n.target.id)
+    info = ClassInfo(name, path, methods, attrs)
+    imports = _imports(tree, module)
+    seen = _seen | {f"{module}.{name}"}
+    for base in node.bases:
+        if not isinstance(base, ast.Name):
+            continue
+        if base.id in imports:
+            base_module, base_name = imports[base.id]
+        elif any(isinstance(n, ast.ClassDef) and n.name == base.id for n in tree.body):
+            base_module, base_name = module, base.id
+        else:
+            continue
+        parent = load_class(root, base_module, base_name, seen)
+        if parent is not None:
+            info.bases.append(parent)
+    return info
+
+
+# --- the scheduler's calls ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CallSite:
+    where: str  # path:line, relative to the site root
+    positional: int | None  # None: a *starred argument
+    keywords: frozenset[str]
+    unresolved: str | None = None  # why the keywords could not all be read
+
+
+def _dict_keys(value: ast.AST) -> set[str] | None:
+    """String keys of a dict display / `dict(...)` / conditional of those; None if not literal."""
+    if isinstance(value, ast.Dict):
+        if all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys):
+            return {k.value for k in value.keys}  # type: ignore[union-attr]
+        return None
+    if isinstance(value, ast.IfExp):
+        body, other = _dict_keys(value.body), _dict_keys(value.orelse)
+        return None if body is None or other is None else body | other
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" and not value.args:
+        names = [k.arg for k in value.keywords]
+        return None if None in names else set(names)  # type: ignore[arg-type]
+    return None
+
+
+def _kwargs_keys(function: ast.AST, name: str) -> tuple[set[str], str | None]:
+    """Every key the function can put into its dict `name`; the reason when one is not literal."""
+    keys: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name) and target.id == name:
+                    found = _dict_keys(node.value)
+                    if found is None:
+                        return keys, f"`{name}` is built from a non-literal at line {node.lineno}"
+                    keys |= found
+                elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == name:
+                    if not (isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)):
+                        return keys, f"`{name}[...]` set with a non-literal key at line {node.lineno}"
+                    keys.add(target.slice.value)
+        elif (
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("update", "setdefault")
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == name
+        ):
+            return keys, f"`{name}.{node.func.attr}(...)` at line {node.lineno}"
+    return keys, None
+
+
+def caller_sites(root: Path, entry: str, receiver: str) -> list[CallSite]:
+    """Every `<...>.<receiver>.<entry>(...)` call in the scheduler's modules."""
+    sites = []
+    needle = f"{receiver}.{entry}"
+    for path in sorted((root / CALLER_DIR).rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if needle not in text:
+            continue
+        tree = ast.parse(text, filename=str(path))
+        for function in ast.walk(tree):
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for call in ast.walk(function):
+                if not (
+                    isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == entry
+                    and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == receiver
+                ):
+                    continue
+                where = f"{path.relative_to(root).as_posix()}:{call.lineno}"
+                starred = any(isinstance(a, ast.Starred) for a in call.args)
+                keywords, unresolved = {k.arg for k in call.keywords if k.arg}, None
+                for k in call.keywords:
+                    if k.arg is not None:
+                        continue
+                    if not isinstance(k.value, ast.Name):
+                        unresolved = f"passes **{ast.unparse(k.value)}"
+                        continue
+                    more, why = _kwargs_keys(function, k.value.id)
+                    keywords |= more
+                    unresolved = unresolved or why
+                sites.append(CallSite(where, None if starred else len(call.args), frozenset(keywords), unresolved))
+    return sites
+
+
+# --- the check --------------------------------------------------------------------------------
+
+
+def _calls_on_base(adapter: ClassInfo) -> list[tuple[str, ast.Call, bool]]:
+    """(name, call, via super()) for the adapter's `self.x(...)` / `super().x(...)` calls."""
+    out = []
+    for fn in adapter.methods.values():
+        for node in ast.walk(fn):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            value = node.func.value
+            if isinstance(value, ast.Name) and value.id == "self":
+                out.append((node.func.attr, node, False))
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "super":
+                out.append((node.func.attr, node, True))
+    return out
+
+
+def _self_reads(adapter: ClassInfo) -> dict[str, int]:
+    """`self.x` read in the adapter's methods -> first line."""
+    out: dict[str, int] = {}
+    for fn in adapter.methods.values():
+        called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}  # checked as calls
+        for node in ast.walk(fn):
+            if (
+                id(node) not in called and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
+                and isinstance(node.value, ast.Name) and node.value.id == "self"
+            ):
+                out.setdefault(node.attr, node.lineno)
+    return out
+
+
+def problems(adapter: Adapter, root: Path) -> list[str]:
+    """Every way `adapter` does not fit the install at `root` (empty: it fits)."""
+    mine = load_class(root, adapter.module, adapter.name)
+    base = load_class(root, adapter.base_module, adapter.base_name)
+    if mine is None:
+        return [f"{adapter.module}.{adapter.name} is not installed"]
+    if base is None:
+        return [f"{adapter.base_module}.{adapter.base_name} is not in this SGLang"]
+    found: list[str] = []
+    label = f"{adapter.name}.{{}} vs {base.name}.{{}}"
+
+    for name, fn in sorted(mine.methods.items()):
+        owner = base.method(name)
+        if owner is None or name.startswith("__") and name != "__init__":
+            continue
+        found += [f"{label.format(name, name)}: {p}" for p in overrides_fit(Signature.of(fn), Signature.of(owner[1]))]
+
+    if adapter.entry not in mine.methods:
+        found.append(f"{adapter.name} does not define {adapter.entry}")
+    else:
+        entry = Signature.of(mine.methods[adapter.entry])
+        sites = caller_sites(root, adapter.entry, adapter.receiver)
+        if not sites:
+            found.append(f"no call of `{adapter.receiver}.{adapter.entry}` in {CALLER_DIR}: the scheduler's call moved")
+        for site in sites:
+            if site.unresolved:
+                found.append(f"scheduler call at {site.where}: cannot read its keywords ({site.unresolved})")
+            found += [
+                f"scheduler call at {site.where} {p} ({adapter.name}.{adapter.entry})"
+                for p in call_fits(entry, site.positional, set(site.keywords), complete=False)
+            ]
+
+    for name, call, via_super in _calls_on_base(mine):
+        if not via_super and (name in mine.methods or name in mine.attrs):
+            continue
+        owner = base.method(name)
+        if owner is None:
+            if not base.defines(name):
+                found.append(f"{adapter.name} calls {base.name}.{name} (line {call.lineno}), which this release does not have")
+            continue
+        positional = None if any(isinstance(a, ast.Starred) for a in call.args) else len(call.args)
+        keywords = {k.arg for k in call.keywords if k.arg}
+        complete = all(k.arg for k in call.keywords)
+        found += [
+            f"{adapter.name} line {call.lineno} calls {base.name}.{name}: it {p}"
+            for p in call_fits(Signature.of(owner[1]), positional, keywords, complete)
+        ]
+
+    for name, line in sorted(_self_reads(mine).items()):
+        if name in mine.methods or name in mine.attrs or base.defines(name):
+            continue
+        found.append(f"{adapter.name} reads self.{name} (line {line}), which {base.name} neither sets nor defines")
+    return sorted(set(found), key=found.index)
+
+
+def refusal(problems_found: list[str], version: str) -> str:
+    """The one message the server refuses DDTREE with (and `apply` warns with)."""
+    return (
+        f"DDTREE's worker does not fit the worker contract of SGLang {version}, so DDTREE is refused "
+        f"before serving: " + "; ".join(problems_found)
+        + ". This SGLang release needs a newer ddtree-patch (DFLASH and other algorithms are unaffected)."
+    )

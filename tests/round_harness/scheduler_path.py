@@ -1,0 +1,252 @@
+"""Drive DDTreeWorkerV2 through a real SGLang release's `Scheduler.run_batch` on a CPU (test harness).
+
+Run in the release's CPU venv (tests/cpu_serverargs/venv_builder.py) with a patched install first
+on PYTHONPATH. Real: the release's `Scheduler.run_batch` (which calls
+`model_worker.forward_batch_generation` with the keywords that release passes, then writes the
+result back into the batch) and the Scheduler helpers it calls, `ScheduleBatch`,
+`GenerationBatchResult`, `DFlashDraftInputV2`, `SpeculativeAlgorithm.DDTREE`, `worker_class` (with
+its contract check), the DDTree round, its kernels and DFlash's `_make_next_draft_input_decode`.
+Stand-ins: what needs a GPU or weights (draft and target forwards, KV pools, streams: drive_round's
+worker) and Scheduler state that run_batch only hands on (metrics, profiler); every such
+attribute read is reported, so a new branch selector shows up in the output.
+usage: python scheduler_path.py  -> one JSON line
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+import types
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "cpu_serverargs"), str(HERE)]
+
+import torchvision_stand_in  # noqa: E402
+
+STAND_IN_MODULES = ("setproctitle", "uvicorn", "fastapi", "xgrammar")  # imported with scheduler.py, unused by run_batch
+torchvision_stand_in.install(STAND_IN_MODULES)
+
+import torch  # noqa: E402
+
+from sglang.srt.layers.logits_processor import LogitsProcessorOutput  # noqa: E402
+from sglang.srt.managers import scheduler as scheduler_module  # noqa: E402
+from sglang.srt.managers.schedule_batch import ScheduleBatch  # noqa: E402
+from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
+from sglang.srt.speculative.ddtree.worker import worker_class  # noqa: E402
+from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2  # noqa: E402
+from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
+
+import drive_round  # noqa: E402
+
+ROUNDS = 6
+STAND_IN_READS: set[str] = set()
+
+
+class _Quiet:
+    """A stand-in for scheduler state run_batch only hands on: callable, falsy, a context manager."""
+
+    def __call__(self, *args, **kwargs):
+        return self
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self
+
+    def __bool__(self):
+        return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class FutureMap:
+    """Records what the worker publishes through `on_publish` (the overlap scheduler's relay)."""
+
+    def __init__(self):
+        self.published: list[torch.Tensor] = []
+        self.spec_algo = SpeculativeAlgorithm.DDTREE
+
+    def publish(self, future_indices, new_seq_lens):
+        self.published.append(new_seq_lens.clone())
+
+    def resolve_seq_lens_cpu(self, batch, *args, **kwargs):
+        pass
+
+    def stash(self, future_indices, payload):  # the next round's inputs, relayed on the GPU
+        pass
+
+
+class SchedulerUnderTest(scheduler_module.Scheduler):
+    """The release's Scheduler holding only the state run_batch's DDTREE decode path reads."""
+
+    def __init__(self, worker, overlap: bool):  # noqa: D107 - no super().__init__: that builds a server
+        self.model_worker = worker
+        self.enable_overlap = overlap
+        self.is_generation = True
+        self.spec_algorithm = SpeculativeAlgorithm.DDTREE
+        self.forward_ct = 0
+        self._sched_idled = False
+        self.processed_tokens_counter = 0
+        self.scripted_scheduler_hook = None
+        self.forward_sleep_time = None
+        self.disaggregation_mode = scheduler_module.DisaggregationMode.NULL
+        self.enable_pdmux = False
+        self.enable_unified_memory = False
+        self._confidence_budget_prepare = None
+        self.pp_group = types.SimpleNamespace(is_last_rank=True, is_first_rank=True, world_size=1)
+        self.future_map = FutureMap()
+        self.result_queue = []
+        self.batch_record_buf = [[] for _ in range(4)]
+        self.batch_record_ct = 0
+        self.device_module = types.SimpleNamespace(Event=_Quiet)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        STAND_IN_READS.add(name)
+        return _Quiet()
+
+
+def _parallel_stand_in() -> None:
+    """One process, no pipeline stages: the topology run_batch asks `get_parallel()` about."""
+    if hasattr(scheduler_module, "get_parallel"):
+        topology = types.SimpleNamespace(pp_size=1, tp_size=1, attn_dp_enabled=False, pp_rank=0, tp_rank=0)
+        scheduler_module.get_parallel = lambda: topology
+
+
+def _batch(worker, prefix: torch.Tensor, bonus: torch.Tensor) -> ScheduleBatch:
+    reqs = [types.SimpleNamespace(grammar=None, rid=str(i)) for i in range(len(prefix))]
+    batch = ScheduleBatch(reqs=reqs)
+    batch.forward_mode = ForwardMode.DECODE
+    batch.spec_algorithm = SpeculativeAlgorithm.DDTREE
+    batch.req_pool_indices = torch.arange(len(prefix))
+    batch.seq_lens = prefix.clone()
+    batch.seq_lens_cpu = prefix.clone()
+    batch.seq_lens_sum = int(prefix.sum())
+    batch.sampling_info = None
+    batch.spec_info = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=prefix.clone())
+    return batch
+
+
+def drive(overlap: bool) -> dict:
+    worker = drive_round.make_worker(7, 7)
+    # The real DFlash state the scheduler carries between rounds, and the real host-length bound.
+    del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
+    verify = worker._verify
+
+    def real_logits_output(*args):  # the target forward stays a stand-in; its output type is real
+        out, can_run_cuda_graph = verify(*args)
+        return LogitsProcessorOutput(next_token_logits=out.next_token_logits, hidden_states=out.hidden_states), can_run_cuda_graph
+
+    worker._verify = real_logits_output
+    keywords: set[str] = set()
+    entry = worker.forward_batch_generation
+
+    def recording_entry(*args, **kwargs):  # records, then calls the real entry with the same call
+        keywords.update(kwargs)
+        return entry(*args, **kwargs)
+
+    worker.forward_batch_generation = recording_entry
+    scheduler = SchedulerUnderTest(worker, overlap)
+    prefix = torch.tensor([10, 20, 30])
+    bonus = drive_round.successor(torch.tensor([5, 290, 299]))
+    batch = _batch(worker, prefix, bonus)
+    outputs = [[int(b)] for b in bonus]
+    for _ in range(ROUNDS):
+        result = scheduler.run_batch(batch)
+        stride = result.speculative_num_draft_tokens
+        ids, lens = result.next_token_ids.view(len(prefix), stride), result.accept_lens
+        for i in range(len(prefix)):
+            outputs[i] += ids[i, : int(lens[i])].tolist()
+        if overlap:  # the overlap scheduler takes the new lengths from what on_publish relayed
+            batch.seq_lens = scheduler.future_map.published[-1].clone()
+            batch.seq_lens_cpu = batch.seq_lens.clone()
+        if not isinstance(batch.spec_info, DFlashDraftInputV2):
+            raise AssertionError(f"run_batch left {type(batch.spec_info).__name__} as the batch's draft state")
+    greedy = [drive_round.greedy_chain(out[0], len(out)) for out in outputs]
+    return {
+        "equal_to_greedy": outputs == greedy,
+        "tokens_per_round": sum(len(o) - 1 for o in outputs) / (len(prefix) * ROUNDS),
+        "published": len(scheduler.future_map.published),
+        "keywords": sorted(keywords),
+        "final_seq_lens": batch.seq_lens.tolist(),
+        "expected_seq_lens": [int(p) + len(o) - 1 for p, o in zip(prefix, outputs)],
+    }
+
+
+def construct() -> dict:
+    """DDTreeWorkerV2.__init__ and init_cuda_graphs on the release's resolved (and, 0.5.17+,
+    published) config for budget 32 over an 8-token drafter, so the verify width (33) exceeds the
+    block: what DFlash's constructor and graph capture would read (they load and run the draft
+    model, so they are replaced by recorders here)."""
+    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.speculative.ddtree import worker_v2
+
+    models = HERE.parents[1] / "fixtures" / "models"
+    server_args = prepare_server_args([
+        "--model-path", str(models / "tiny-qwen3"), "--speculative-draft-model-path", str(models / "tiny-dflash-draft"),
+        "--device", "cuda", "--attention-backend", "triton", "--speculative-algorithm", "DDTREE",
+        "--speculative-ddtree-budget", "32",
+    ])  # fmt: skip
+    if hasattr(server_args, "resolve_once"):
+        server_args.resolve_once()
+    try:
+        from sglang.srt.runtime_context import get_context
+    except ImportError:
+        pass
+    else:
+        get_context().set_server_args(server_args)
+    seen: dict = {}
+    base = worker_v2.DFlashWorkerV2
+
+    def dflash_init(self, server_args, *args, **kwargs):
+        seen["init_server_args_width"] = server_args.speculative_num_draft_tokens
+        seen["init_published_width"] = worker_v2._published_draft_tokens()
+        self._target_worker, self.device, self.block_size = kwargs["target_worker"], "cpu", 8
+
+    def dflash_graphs(self):
+        seen["graphs_published_width"] = worker_v2._published_draft_tokens()
+
+    saved = base.__init__, base.init_cuda_graphs
+    base.__init__, base.init_cuda_graphs = dflash_init, dflash_graphs
+    try:
+        target = types.SimpleNamespace(model_runner=types.SimpleNamespace(decode_cuda_graph_runner=None))
+        worker = worker_v2.DDTreeWorkerV2(server_args, target_worker=target)
+        worker.init_cuda_graphs()
+    finally:
+        base.__init__, base.init_cuda_graphs = saved
+    return {**seen, "verify_width": worker.verify_width, "budget": worker.budget, "topk": worker.topk,
+            "published_after": worker_v2._published_draft_tokens(),
+            "record_width_after": worker_v2.resolved_view(server_args).speculative_num_draft_tokens}
+
+
+def main() -> None:
+    torch.Tensor.record_stream = lambda self, stream: None  # CPU tensors: no streams to record
+    torch.get_device_module = lambda device=None: types.SimpleNamespace(current_stream=lambda: None)
+    _parallel_stand_in()
+    report: dict = {"worker_class": None, "modes": {}}
+    try:
+        report["worker_class"] = worker_class(None).__name__
+    except Exception as exc:  # noqa: BLE001 - the refusal message is the result
+        report["worker_class_error"] = f"{type(exc).__name__}: {exc}"
+    try:
+        report["construct"] = construct()
+    except Exception:  # noqa: BLE001 - reported, the test fails on it
+        report["construct"] = {"error": traceback.format_exc()[-3000:]}
+    for overlap in (False, True):
+        try:
+            report["modes"]["overlap" if overlap else "plain"] = drive(overlap)
+        except Exception:  # noqa: BLE001 - reported, the test fails on it
+            report["modes"]["overlap" if overlap else "plain"] = {"error": traceback.format_exc()[-3000:]}
+    report["stand_in_reads"] = sorted(STAND_IN_READS)
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""DDTreeWorkerV2 driven through each release's real `Scheduler.run_batch`, on a CPU.
+
+0.5.18-0.5.23 pin a torch the GPU machine lacks, so this is where their worker contract is run, not
+only read: the release's own `run_batch` calls the worker with the keywords that release passes
+(`pp_proxy_tensors=` without overlap, `on_publish=` / `grammar_barrier=` with it), and writes the
+result back into a real `ScheduleBatch` that the next round starts from. Each release is installed
+with `pip install --no-deps --target`, patched with `apply`, and driven by
+tests/round_harness/scheduler_path.py in a subprocess of its CPU venv (venv_builder), as
+test_serverargs_behaviour.py does; GPU-only parts are drive_round's stand-ins.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+from tests.cpu_serverargs.venv_builder import ensure_venv
+from tests.sglang_releases import install_release, release_metadata
+
+REPO = Path(__file__).resolve().parents[1]
+HARNESS = REPO / "tests" / "round_harness" / "scheduler_path.py"
+RELEASES = ("0.5.18", "0.5.23")
+ROUNDS = 6  # scheduler_path.ROUNDS
+
+
+class Patched(NamedTuple):
+    version: str
+    site: Path
+    python: Path
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def patched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Patched:
+    version = request.param
+    site = install_release(version, tmp_path_factory.mktemp(f"sglang-{version}") / "site")
+    python = ensure_venv(version, release_metadata(site, version))
+    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
+                          capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Patched(version, site, python)
+
+
+def _drive(python: Path, site: Path, cwd: Path) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1",
+           "TRITON_INTERPRET": "1"}
+    done = subprocess.run([str(python), str(HARNESS)], capture_output=True, text=True, env=env,
+                          cwd=cwd, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def report(patched: Patched, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    return _drive(patched.python, patched.site, tmp_path_factory.mktemp("drive"))
+
+
+@pytest.mark.slow
+def test_run_batch_serves_ddtree_rounds(patched: Patched, report: dict) -> None:
+    assert report["worker_class"] == "DDTreeWorkerV2", report.get("worker_class_error")
+    for mode, published in (("plain", 0), ("overlap", ROUNDS)):
+        result = report["modes"][mode]
+        assert "error" not in result, f"{mode} on {patched.version}:\n{result.get('error')}"
+        assert result["equal_to_greedy"], result
+        assert result["tokens_per_round"] > 1.0, result
+        assert result["final_seq_lens"] == result["expected_seq_lens"], result
+        assert result["published"] == published, result  # on_publish once per round with overlap
+    assert "on_publish" in report["modes"]["overlap"]["keywords"]
+    if patched.version >= "0.5.19":
+        assert report["modes"]["plain"]["keywords"] == ["pp_proxy_tensors"]
+
+
+@pytest.mark.slow
+def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verify_width(report: dict) -> None:
+    """Budget 32 over an 8-token drafter: DFlash's constructor and graph capture see width 8 (in the
+    server-args copy it gets, and in the published config bags its runners read from 0.5.17 on);
+    the record and the published config keep the verify width 33 afterwards."""
+    built = report["construct"]
+    assert "error" not in built, built.get("error")
+    assert (built["verify_width"], built["budget"], built["topk"]) == (33, 32, 32)
+    assert built["init_server_args_width"] == 8
+    assert built["init_published_width"] == built["graphs_published_width"] == 8
+    assert built["published_after"] == built["record_width_after"] == 33
+
+
+@pytest.mark.slow
+def test_the_pre_contract_worker_fails_there(patched: Patched, tmp_path: Path) -> None:
+    """The worker as it was before (entry point taking only `on_publish`): refused by the contract
+    check at creation, and, driven anyway, broken by 0.5.23's own call."""
+    if patched.version != "0.5.23":
+        pytest.skip("0.5.23 passes pp_proxy_tensors= on the plain path; one release shows it")
+    site = tmp_path / "site"
+    shutil.copytree(patched.site, site, symlinks=True)
+    worker = site / "sglang/srt/speculative/ddtree/worker_v2.py"
+    text = worker.read_text()
+    start = text.index("        on_publish: Optional[Callable] = None,")
+    worker.write_text(text[:start] + "        on_publish: Optional[Callable] = None,\n"
+                      + text[text.index("    ) -> GenerationBatchResult:"):])
+    report = _drive(patched.python, site, tmp_path)
+    assert "does not fit the worker contract of SGLang 0.5.23" in report.get("worker_class_error", ""), report
+    assert "unexpected keyword argument 'pp_proxy_tensors'" in report["modes"]["plain"].get("error", ""), report

@@ -6,7 +6,7 @@ objects; only the scheduler instance (and the tensor-parallel rank query) is a s
 the speculative request check. Anything else the intake touches raises `PastRequestCheck`, which
 is how a request that the check let through is recognised (the real `validate_dflash_request` is
 wrapped to prove the check ran). Modules the scheduler imports for serving only (fastapi,
-uvicorn, setproctitle, torchvision) are permissive stand-ins.
+uvicorn, setproctitle, xgrammar, torchvision) are permissive stand-ins where absent.
 
     python request_probe.py --algorithm DDTREE --cases '{"plain": {}, "logprob": {"return_logprob": true}}'
 """
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.machinery
 import inspect
 import json
 import sys
@@ -24,14 +23,8 @@ from types import SimpleNamespace
 
 import torchvision_stand_in
 
-SERVING_ONLY = frozenset({"torchvision", "fastapi", "uvicorn", "setproctitle"})
-
-
-class _ServingOnlyFinder(torchvision_stand_in._Finder):
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname.split(".")[0] not in SERVING_ONLY:
-            return None
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+# Imported by the scheduler module for serving, never called by its request intake.
+SERVING_ONLY = ("fastapi", "uvicorn", "setproctitle", "xgrammar")
 
 
 class PastRequestCheck(Exception):
@@ -91,7 +84,7 @@ def main() -> None:
     parser.add_argument("--algorithm", required=True)
     parser.add_argument("--cases", required=True, help="JSON: name -> request fields (sampling params under 'sampling')")
     args = parser.parse_args()
-    sys.meta_path.insert(0, _ServingOnlyFinder())
+    torchvision_stand_in.install(SERVING_ONLY)
 
     import sglang
     from sglang.srt.disaggregation.utils import DisaggregationMode

@@ -265,7 +265,7 @@ def test_patched_ddtree_refuses_absent_server_features(release: Release, patched
 
 MIXED_CHUNK_CHECK = """
 import torchvision_stand_in
-torchvision_stand_in.install()
+torchvision_stand_in.install(("xgrammar",))
 from sglang.srt.server_args import prepare_server_args
 for algorithm in ("DFLASH", "DDTREE"):
     args = prepare_server_args(["--model-path", {target!r}, "--device", "cuda", "--enable-mixed-chunk",

@@ -17,7 +17,6 @@ import argparse
 import dataclasses
 import inspect
 import json
-import sys
 import traceback
 from types import SimpleNamespace
 

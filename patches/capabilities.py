@@ -34,6 +34,10 @@ class Capability:
         return self.status != "absent"
 
 
+# Attention backends whose target-verify path applies `spec_info.custom_mask` (eager and captured):
+# the backends of capability "custom-mask-attention".
+TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
+
 CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability(
         "dflash-machinery", "implemented",

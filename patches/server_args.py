@@ -17,15 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .capabilities import capability
+from .capabilities import TREE_MASK_ATTENTION_BACKENDS, capability
 
 # Limits of the tree build (kernels/tree_build.py MAX_BUDGET / MAX_DEPTH: a node is packed into
 # one int64 key). Kept here so validation never imports Triton.
 MAX_BUDGET = 2047
 MAX_DRAFT_DEPTH = 31
 
-# Attention backends whose target-verify path applies `spec_info.custom_mask` (eager and captured).
-TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
 
 # Config keys that only models with recurrent (Mamba / linear attention / GDN) layers carry.
 _RECURRENT_CONFIG_KEYS = (

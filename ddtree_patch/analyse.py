@@ -48,6 +48,9 @@ class FileResult:
         )
 
 
+_EDITING = (Decision.WIDEN, Decision.EDIT, Decision.NARROW)
+
+
 @dataclass(frozen=True)
 class SourceText:
     """Decoded source that re-encodes to the original bytes (BOM and line endings kept)."""
@@ -271,17 +274,24 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
     wrapper.visit(finder)
     parents = wrapper.resolve(ParentNodeProvider)
     positions = wrapper.resolve(PositionProvider)
-    edits: dict[cst.CSTNode, tuple[Rule, Context]] = {}
+    edits: dict[cst.CSTNode, tuple[Rule, Context, bool]] = {}
     for found in finder.found:
         token, scope = found.token, found.scope
         ctx = Context(result.path, module, parents, scope, found.function, found.class_members,
                       _function_source(found.function_node, chunk, module, source))
         rule, anchor = next(((r, a) for r in rules if (a := r.claim(token, ctx)) is not None), (None, None))
         qualname = ".".join(scope) or "<module>"
-        decision, reason = policy.decide(result.path, qualname, rule)
-        applied = bool(rule and anchor is not None and rule.applied(anchor, ctx))
-        if rule is not None and anchor is not None and decision in (Decision.WIDEN, Decision.EDIT) and not applied:
-            edits.setdefault(anchor, (rule, ctx))
+        decision, reason, capability = policy.decide(result.path, qualname, rule)
+        narrow = decision is Decision.NARROW
+        if narrow and not (rule is not None and rule.NARROWS):
+            decision, reason = Decision.UNHANDLED, f"the policy narrows a form that cannot be narrowed: {reason}"
+            narrow = False
+        if rule is None or anchor is None:
+            applied = False
+        else:
+            applied = rule.narrowed(anchor, ctx) if narrow else rule.applied(anchor, ctx)
+        if rule is not None and anchor is not None and decision in _EDITING and not applied:
+            edits.setdefault(anchor, (rule, ctx, narrow))
         position = positions[token.node].start
         line = position.line - depth + chunk.start - 1
         result.sites.append(Site(
@@ -289,7 +299,7 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
             kind=token.kind.value, form=rule.form if rule else "unmatched",
             rule=rule.id if rule else "", decision=decision, reason=reason,
             snippet=source.lines[line - 1].strip()[:160],
-            applied=applied,
+            applied=applied, capability=capability,
         ))
     if len(finder.found) != chunk.tokens:
         result.sites.append(Site(
@@ -309,7 +319,7 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
 
 
 class _Applier(cst.CSTTransformer):
-    def __init__(self, edits: dict[cst.CSTNode, tuple[Rule, Context]]) -> None:
+    def __init__(self, edits: dict[cst.CSTNode, tuple[Rule, Context, bool]]) -> None:
         super().__init__()
         self.edits = edits
 
@@ -317,5 +327,7 @@ class _Applier(cst.CSTTransformer):
         edit = self.edits.get(original_node)
         if edit is None:
             return updated_node
-        rule, ctx = edit
+        rule, ctx, narrow = edit
+        if narrow:
+            return rule.narrow(original_node, updated_node, ctx)
         return rule.rewrite(original_node, updated_node, ctx)

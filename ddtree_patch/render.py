@@ -13,8 +13,9 @@ from ddtree_patch.audit import AuditReport
 from ddtree_patch.model import Plan
 from ddtree_patch.sites import Decision
 
-_STYLE = {Decision.UNHANDLED: "bold red", Decision.EDIT: "cyan", Decision.WIDEN: "green", Decision.KEEP: "yellow"}
-_ORDER = (Decision.UNHANDLED, Decision.EDIT, Decision.WIDEN, Decision.KEEP)
+_STYLE = {Decision.UNHANDLED: "bold red", Decision.EDIT: "cyan", Decision.WIDEN: "green", Decision.KEEP: "yellow",
+          Decision.NARROW: "magenta"}
+_ORDER = (Decision.UNHANDLED, Decision.EDIT, Decision.WIDEN, Decision.NARROW, Decision.KEEP)
 
 
 def audit_tables(report: AuditReport, console: Console) -> None:
@@ -28,11 +29,11 @@ def audit_tables(report: AuditReport, console: Console) -> None:
         if not rows:
             continue
         table = Table(title=f"{decision.value} ({len(rows)})", title_style=_STYLE[decision], expand=False)
-        for column in ("site", "in", "form", "decision", "reason", "rule"):
+        for column in ("site", "in", "form", "decision", "capability", "reason", "rule"):
             table.add_column(column, overflow="fold")
         for s in rows:
             mark = " (applied)" if s.applied else ""
-            table.add_row(f"{s.path}:{s.line}", s.qualname, s.form, s.decision.value + mark, s.reason,
+            table.add_row(f"{s.path}:{s.line}", s.qualname, s.form, s.decision.value + mark, s.capability or "-", s.reason,
                           s.rule or "-", style=_STYLE[decision] if decision is Decision.UNHANDLED else None)
         console.print(table)
     data = report.to_json()

@@ -19,7 +19,7 @@ from multiprocessing import get_context
 from pathlib import Path
 
 from ddtree_patch.analyse import FileResult, analyse_file
-from ddtree_patch.dropins import DROPIN_ROOT
+from ddtree_patch.dropins import DROPIN_ROOT, capabilities_path
 from ddtree_patch.errors import Unpatchable
 from ddtree_patch.model import Install
 from ddtree_patch.policy import default_policy
@@ -46,6 +46,7 @@ def engine_fingerprint() -> str:
     root = Path(__file__).resolve().parent
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+    digest.update(capabilities_path().read_bytes())  # the policy decides gates from it
     return digest.hexdigest()[:20]
 
 

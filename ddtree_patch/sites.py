@@ -9,6 +9,7 @@ from enum import Enum
 class Decision(str, Enum):
     WIDEN = "WIDEN"  # DDTree shares this DFlash behaviour: the condition also accepts DDTREE
     KEEP = "KEEP"  # DFlash-only on purpose (the reason says why)
+    NARROW = "NARROW"  # a widened predicate call tests DDTREE away: DDTree lacks the capability
     EDIT = "EDIT"  # a structural change: new enum member, predicate, flag, dispatch, hook
     UNHANDLED = "UNHANDLED"  # no rule or no policy entry: the audit fails
 
@@ -26,6 +27,7 @@ class Site:
     reason: str
     snippet: str  # the source line, stripped
     applied: bool  # the rewrite is already present (an applied install audits clean)
+    capability: str = ""  # the DDTree capability that decided this feature gate, if it is one
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -12,12 +12,14 @@ from ddtree_patch.rules.equality import Equality
 from ddtree_patch.rules.membership import Membership
 from ddtree_patch.rules.predicate_call import PredicateCall
 from ddtree_patch.rules.predicate_def import PredicateDef
+from ddtree_patch.rules.request_hook import RequestHook
 from ddtree_patch.rules.server_arg_field import ServerArgField
 from ddtree_patch.rules.validation_hook import ValidationHook
 from ddtree_patch.rules.value import Value
 
 RULES: tuple[Rule, ...] = (
     ValidationHook(),
+    RequestHook(),
     CreateWorker(),
     EnumMember(),
     PredicateDef(),

@@ -60,6 +60,8 @@ class Rule:
     decision: ClassVar[Decision]  # what applying this rule means in the ledger
     MUST_REWRITE: ClassVar[list[tuple[str, str]]] = []
     MUST_NOT_TOUCH: ClassVar[list[str]] = []
+    NARROWS: ClassVar[bool] = False  # can test DDTREE away where DDTree lacks the capability
+    MUST_NARROW: ClassVar[list[tuple[str, str]]] = []  # (before, after) when the policy narrows
 
     def claim(self, token: Token, ctx: Context) -> cst.CSTNode | None:
         raise NotImplementedError
@@ -72,3 +74,11 @@ class Rule:
     def rewrite(self, original: cst.CSTNode, updated: cst.CSTNode, ctx: Context) -> Rewritten:
         """Default: a rule that only classifies (the site needs no edit of its own)."""
         return updated
+
+    def narrowed(self, anchor: cst.CSTNode, ctx: Context) -> bool:
+        """The narrowing is already in place (rules that NARROWS)."""
+        return False
+
+    def narrow(self, original: cst.CSTNode, updated: cst.CSTNode, ctx: Context) -> Rewritten:
+        """Keep the site DFlash-only although its predicate was widened (rules that NARROWS)."""
+        raise NotImplementedError(f"{self.id} cannot narrow")

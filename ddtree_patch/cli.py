@@ -6,7 +6,7 @@ import json
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -21,7 +21,18 @@ from ddtree_patch.plan import build_plan
 from ddtree_patch.status import status as install_status
 from ddtree_patch.transaction import apply_plan
 from ddtree_patch.transaction import revert as revert_install
-from ddtree_patch.render import audit_tables, plan_added, plan_diff, result_json, result_lines, with_target
+from ddtree_patch.render import (
+    BAD_STATES,
+    audit_json,
+    audit_tables,
+    document,
+    error_json,
+    plan_added,
+    plan_diff,
+    result_json,
+    result_lines,
+    with_target,
+)
 
 app = typer.Typer(
     help="Add DDTree speculative decoding to an installed SGLang, reversibly.\n\n"
@@ -32,6 +43,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+# typer vendors click: its usage errors derive from the ClickException it carries
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -50,6 +63,7 @@ def _main(
 
 
 PythonOpt = typer.Option(None, "--python", help="Patch the SGLang of this interpreter (asked in a subprocess).")
+AskPythonOpt = typer.Option(None, "--python", help="Look at the SGLang of this interpreter (asked in a subprocess).")
 TargetOpt = typer.Option(None, "--target", help="A site-packages folder, or the sglang package folder itself.")
 StrictOpt = typer.Option(False, "--strict", help="Refuse SGLang releases newer than the newest tested one.")
 JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
@@ -59,17 +73,42 @@ def _where(python: Optional[str], target: Optional[Path]) -> str:
     return f" --python {python}" if python else f" --target {target}" if target else ""
 
 
-@contextmanager
-def _errors(where: str = ""):
-    try:
-        yield
-    except DDTreePatchError as error:
-        err.print(f"[bold red]error:[/] {escape(with_target(str(error), where))}", highlight=False)
-        for drift in getattr(error, "drift", ()):
-            err.print(f"{drift.path}: {drift.state}", highlight=False)
-            if drift.diff:
-                err.out(drift.diff, highlight=False)
-        raise typer.Exit(error.exit_code) from None
+class _Run:
+    """One command: where it points, whether it prints JSON, and how it ends (success or error)."""
+
+    def __init__(self, command: str, as_json: bool, python: Optional[str], target: Optional[Path]) -> None:
+        self.command, self.as_json = command, as_json
+        self.where = _where(python, target)
+        self.install = None
+
+    @contextmanager
+    def errors(self):
+        try:
+            yield
+        except DDTreePatchError as error:
+            self.fail(error)
+
+    def fail(self, error: DDTreePatchError) -> NoReturn:
+        data = error_json(error, self.command, self.where)
+        if self.as_json:
+            drift = [{"path": d.path, "state": d.state, "diff": d.diff} for d in getattr(error, "drift", ())]
+            body = {"drift": drift} if drift else {}
+            out.print_json(json.dumps(document(self.command, self.install, False, body, data)))
+        else:
+            err.print(f"[bold red]error:[/] {escape(data['message'])}", highlight=False)
+            for drift in getattr(error, "drift", ()):
+                err.print(f"{drift.path}: {drift.state}", highlight=False)
+                if drift.diff:
+                    err.out(drift.diff, highlight=False)
+        raise typer.Exit(error.exit_code)
+
+    def finish(self, ok: bool, body: dict, lines: list[str]) -> NoReturn:
+        if self.as_json:
+            out.print_json(json.dumps(document(self.command, self.install, ok, body)))
+        else:
+            for line in lines:
+                out.print(line, highlight=False)
+        raise typer.Exit(0 if ok else 1)
 
 
 @contextmanager
@@ -85,25 +124,28 @@ def _progress(enabled: bool, label: str):
 
 @app.command()
 def audit(
-    python: Optional[str] = PythonOpt,
+    python: Optional[str] = AskPythonOpt,
     target: Optional[Path] = TargetOpt,
     strict: bool = StrictOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List every DFLASH site with its decision and reason; exit 1 if any is UNHANDLED.
 
-    Works before apply (a preview) and after (a proof). Example:
+    Works before apply (a preview) and after (a proof). Like `status`, exits 1 with the next
+    command when the install is drifted, stale or interrupted. Example:
     ddtree-patch audit --target /srv/venv/lib/python3.11/site-packages --json
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict)
+    run = _Run("audit", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict)
         with _progress(not as_json, "scanning") as progress:
-            report = run_audit(install, progress)
+            report = run_audit(run.install, progress)
+        state = install_status(run.install, tool_version=__version__)
+    body, ok = audit_json(report, state, run.where)
     if as_json:
-        out.print_json(json.dumps(report.to_json()))
-    else:
-        audit_tables(report, out)
-    raise typer.Exit(0 if report.ok else 1)
+        run.finish(ok, body, [])
+    audit_tables(report, out, state, run.where)
+    raise typer.Exit(0 if ok else 1)
 
 
 @app.command()
@@ -118,28 +160,29 @@ def apply(
 
     Example: ddtree-patch apply --dry-run | less
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict)
+    run = _Run("apply", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict)
         with _progress(not as_json, "planning") as progress:
-            plan = build_plan(install, progress=progress)
+            plan = build_plan(run.install, progress=progress)
         if dry_run:
-            if as_json:
-                out.print_json(json.dumps({
-                    "schema": "ddtree-patch.plan/1",
-                    "sglang": install.version,
-                    "edits": [e.path for e in plan.edits],
-                    "added": [a.path for a in plan.added],
-                    "diff": plan_diff(plan),
-                }))
-            else:
-                sys.stdout.write(plan_diff(plan))
-                out.print("files to add:", highlight=False)
-                for line in plan_added(plan):
-                    out.print(f"  {line}", highlight=False)
-            return
+            current = install_status(run.install, plan, tool_version=__version__)
+            up_to_date = current.state == "patched" and bool(current.plan_current)
+            body = {"dry_run": True, "up_to_date": up_to_date,
+                    "edits": [] if up_to_date else [e.path for e in plan.edits],
+                    "added": [] if up_to_date else [a.path for a in plan.added],
+                    "diff": "" if up_to_date else plan_diff(plan)}
+            if as_json or up_to_date:
+                run.finish(True, body, ["already applied, nothing to do"])
+            sys.stdout.write(plan_diff(plan))
+            out.print("files to add:", highlight=False)
+            for line in plan_added(plan):
+                out.print(f"  {line}", highlight=False)
+            out.print(with_target("next: `ddtree-patch apply` writes this plan", run.where), highlight=False)
+            raise typer.Exit(0)
         with _progress(not as_json, "applying") as progress:
             result = apply_plan(plan, __version__, progress=progress, python=python)
-    _print_result(result, as_json, python, target)
+    run.finish(True, result_json(result, run.where), result_lines(result, run.where))
 
 
 @app.command()
@@ -154,40 +197,53 @@ def revert(
     Refuses (exit 9, with a diff per file) when a patched file changed since apply.
     Example: ddtree-patch revert --target /srv/venv/lib/python3.11/site-packages
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict=False)
+    run = _Run("revert", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict=False)
         with _progress(not as_json, "reverting") as progress:
-            result = revert_install(install, force=force, progress=progress)
-    _print_result(result, as_json, python, target)
+            result = revert_install(run.install, force=force, progress=progress)
+    run.finish(True, result_json(result, run.where), result_lines(result, run.where))
 
 
 @app.command()
 def status(
-    python: Optional[str] = PythonOpt,
+    python: Optional[str] = AskPythonOpt,
     target: Optional[Path] = TargetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Say whether SGLang is pristine, patched (by which version, when), drifted, stale or interrupted.
 
+    Exits 1 (with the command to run next) when drifted, stale or interrupted.
     Example: ddtree-patch status --json
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict=False)
-        result = install_status(install, tool_version=__version__)
-    _print_result(result, as_json, python, target)
-
-
-def _print_result(result, as_json: bool, python: Optional[str], target: Optional[Path]) -> None:
-    where = _where(python, target)
-    if as_json:
-        out.print_json(json.dumps(result_json(result, where)))
-    else:
-        for line in result_lines(result, where):
-            out.print(line, highlight=False)
+    run = _Run("status", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict=False)
+        result = install_status(run.install, tool_version=__version__)
+    run.finish(result.state not in BAD_STATES, result_json(result, run.where), result_lines(result, run.where))
 
 
 def main() -> None:
-    app()
+    """Usage errors too end in one JSON document under --json (click would print prose)."""
+    as_json = "--json" in sys.argv[1:]
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        code = 130
+    except _CLICK_ERROR as error:
+        if not as_json:
+            error.show()
+            raise SystemExit(error.exit_code) from None
+        command = next((a for a in sys.argv[1:] if a in app_commands()), "ddtree-patch")
+        data = {"code": error.exit_code, "message": error.format_message(),
+                "next": f"ddtree-patch {command} --help" if command != "ddtree-patch" else "ddtree-patch --help"}
+        out.print_json(json.dumps(document(command, None, False, None, data)))
+        raise SystemExit(error.exit_code) from None
+    raise SystemExit(code or 0)
+
+
+def app_commands() -> set[str]:
+    return {c.name or c.callback.__name__ for c in app.registered_commands}
 
 
 if __name__ == "__main__":

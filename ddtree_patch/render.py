@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 
 from rich.console import Console
 from rich.table import Table
@@ -20,7 +21,7 @@ _ORDER = (Decision.UNHANDLED, Decision.EDIT, Decision.WIDEN, Decision.KEEP)
 
 
 BAD_STATES = ("drifted", "stale", "interrupted")  # status and audit exit 1 and name the next command
-SERVE = ("python -m sglang.launch_server --model-path <target> --speculative-algorithm DDTREE "
+SERVE = ("python -m sglang.launch_server --model-path <target> --attention-backend triton --speculative-algorithm DDTREE "
          "--speculative-draft-model-path <dflash drafter> --speculative-ddtree-budget 32")
 
 
@@ -67,9 +68,9 @@ def audit_tables(report: AuditReport, console: Console, state=None, where: str =
             continue
         if not console.is_terminal:
             console.print(f"{decision.value} ({len(rows)})", highlight=False)
-            for s in rows:
-                console.print(f"  {s.path}:{s.line}\t{s.qualname}\t{s.form}\t{s.decision.value}{_mark(s, patched)}"
-                              f"\t{s.rule or '-'}\t{s.reason}", highlight=False, markup=False)
+            for s in rows:  # raw tab-separated lines: greppable, never wrapped or re-spaced
+                console.file.write(f"  {s.path}:{s.line}\t{s.qualname}\t{s.form}\t{s.decision.value}"
+                                   f"{_mark(s, patched)}\t{s.rule or '-'}\t{s.reason}\n")
             continue
         table = Table(title=f"{decision.value} ({len(rows)})", title_style=_STYLE[decision], expand=False)
         table.add_column("site", no_wrap=True)
@@ -111,11 +112,12 @@ def plan_added(plan: Plan) -> list[str]:
     return [f"sglang/{added.path} ({len(added.data)} bytes)" for added in plan.added]
 
 
+_COMMAND = re.compile(r"`(ddtree-patch (?:apply|revert|status|audit)[^`]*)`")
+
+
 def with_target(text: str, where: str) -> str:
     """Advice names bare commands; add the user's own --target/--python so it can be pasted."""
-    for verb in ("apply", "revert", "status", "audit"):
-        text = text.replace(f"`ddtree-patch {verb}", f"`ddtree-patch {verb}{where}")
-    return text
+    return _COMMAND.sub(lambda m: f"`{m.group(1)}{where}`", text) if where else text
 
 
 def result_json(result, where: str) -> dict:

@@ -100,7 +100,7 @@ def test_audit_json_on_the_mini_site(mini_site):
     done = _cli("audit", "--json", site=mini_site)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["schema"] == "ddtree-patch.audit/1" and report["ok"] and report["state"] == "pristine"
+    assert report["schema"] == "ddtree-patch/2" and report["command"] == "audit" and report["ok"] and report["state"] == "pristine"
     forms = {s["form"] for s in report["sites"]}
     assert {"enum-member", "predicate-def", "validation-hook", "worker-dispatch", "server-arg-field",
             "builtins-help", "membership"} <= forms

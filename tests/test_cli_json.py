@@ -1,0 +1,108 @@
+"""The --json contract (docs/json.md): every verb and every error prints one document on stdout
+with the same envelope; exit 0 exactly when `ok`; errors carry {code, message, next}."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ddtree_patch import __version__
+MINI = Path(__file__).resolve().parent.parent / "fixtures" / "mini_site"
+
+ENVELOPE = {"schema", "command", "tool_version", "sglang", "ok", "error"}
+
+
+def _run(*args: str, text: bool = False) -> tuple[int, dict | str]:
+    env = {**os.environ, "COLUMNS": "80", "DDTREE_PATCH_CACHE": "off"}
+    argv = [sys.executable, "-m", "ddtree_patch", *args] + ([] if text else ["--json"])
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    if text:
+        return done.returncode, done.stdout
+    doc = json.loads(done.stdout)  # exactly one document, nothing else on stdout
+    assert ENVELOPE <= doc.keys(), doc.keys()
+    assert doc["schema"] == "ddtree-patch/2" and doc["tool_version"] == __version__
+    assert doc["command"] == args[0]
+    assert doc["sglang"] is None or set(doc["sglang"]) == {"version", "package_dir", "site_packages"}
+    assert doc["ok"] is (done.returncode == 0), (done.returncode, doc)
+    if doc["ok"]:
+        assert doc["error"] is None
+    else:
+        error = doc["error"]
+        assert error is None or (error["code"] == done.returncode and error["message"] and error["next"])
+    return done.returncode, doc
+
+
+@pytest.fixture
+def site(tmp_path):
+    shutil.copytree(MINI, tmp_path / "site")
+    return tmp_path / "site"
+
+
+def test_every_verb_and_state(site):
+    t = ("--target", str(site))
+    assert _run("status", *t)[1]["state"] == "pristine"
+    rc, doc = _run("audit", *t)
+    assert rc == 0 and doc["state"] == "pristine" and doc["sglang"]["version"] == "0.5.15"
+    rc, doc = _run("apply", "--dry-run", *t)
+    assert rc == 0 and doc["edits"] and not doc["up_to_date"]
+    rc, doc = _run("apply", *t)
+    assert rc == 0 and doc["action"] == "applied"
+    edited = doc["edited"]
+    rc, doc = _run("apply", "--dry-run", *t)
+    assert rc == 0 and doc["up_to_date"] and doc["edits"] == [] and doc["diff"] == ""
+    assert _run("apply", "--dry-run", *t, text=True) == (0, "already applied, nothing to do\n")
+    rc, doc = _run("audit", *t)
+    assert rc == 0 and doc["state"] == "patched"
+    assert all(s["applied"] for s in doc["sites"] if s["decision"] in ("WIDEN", "EDIT"))
+    rc, doc = _run("status", *t)
+    assert rc == 0 and doc["state"] == "patched" and doc["patched_by"] == __version__ and "revert" in doc["next"]
+
+    patched = site / edited[0]
+    patched.write_text(patched.read_text() + "\n# a hand edit\n")
+    for verb in ("status", "audit"):
+        rc, doc = _run(verb, *t)
+        assert rc == 1 and doc["state"] == "drifted" and "revert --force" in doc["next"], (verb, doc)
+    rc, doc = _run("revert", *t)
+    assert rc == 9 and doc["error"]["code"] == 9 and doc["drift"][0]["path"] == edited[0]
+    assert "revert --force" in doc["error"]["next"]
+    rc, doc = _run("revert", "--force", *t)
+    assert rc == 0 and doc["action"] == "reverted"
+    assert _run("revert", *t)[0] == 0
+
+
+def test_stale_install_is_reported_by_status_and_audit(site):
+    t = ("--target", str(site))
+    assert _run("apply", *t)[0] == 0
+    shutil.rmtree(site / "sglang")
+    shutil.copytree(MINI / "sglang", site / "sglang")  # SGLang reinstalled over the patch
+    for verb in ("status", "audit"):
+        rc, doc = _run(verb, *t)
+        assert rc == 1 and doc["state"] == "stale" and "apply" in doc["next"], (verb, doc)
+
+
+@pytest.mark.parametrize("args,code", [
+    (("status", "--target", "/nonexistent/site"), 3),
+    (("audit", "--target", "/etc/hostname"), 3),
+    (("apply", "--python", "/usr/bin/false"), 2),
+    (("revert", "--bogus-option"), 2),
+    (("apply", "--target", "OLD"), 4),
+])
+def test_errors_are_json_documents(site, args, code):
+    old = site / "sglang-0.5.15.dist-info" / "METADATA"
+    old.write_text(old.read_text().replace("0.5.15", "0.5.10"))
+    args = tuple(str(site) if a == "OLD" else a for a in args)
+    rc, doc = _run(*args)
+    assert rc == code and doc["error"]["code"] == code and not doc["ok"]
+
+
+def test_piped_audit_rows_never_wrap(site):
+    rc, text = _run("audit", "--target", str(site), text=True)
+    assert rc == 0
+    rows = [line for line in text.splitlines() if line.startswith("  ")]
+    assert rows and all(len(line.split("\t")) == 6 and line.split("\t")[0].split(":")[-1].isdigit() for line in rows)

@@ -48,6 +48,9 @@ _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "Clic
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+FLAG = ""  # flags take no value: show none (typer would print <bool>)
+
+
 def _show_version(value: bool) -> None:
     if value:
         out.print(f"ddtree-patch {__version__}", highlight=False)
@@ -56,7 +59,7 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar=FLAG,
                                  help="Print the tool's version and exit."),
 ) -> None:
     """Add DDTree speculative decoding to an installed SGLang, reversibly."""
@@ -64,9 +67,10 @@ def _main(
 
 PythonOpt = typer.Option(None, "--python", help="Patch the SGLang of this interpreter (asked in a subprocess).")
 AskPythonOpt = typer.Option(None, "--python", help="Look at the SGLang of this interpreter (asked in a subprocess).")
+RevertPythonOpt = typer.Option(None, "--python", help="Revert the SGLang of this interpreter (asked in a subprocess).")
 TargetOpt = typer.Option(None, "--target", help="A site-packages folder, or the sglang package folder itself.")
-StrictOpt = typer.Option(False, "--strict", help="Refuse SGLang releases newer than the newest tested one.")
-JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+StrictOpt = typer.Option(False, "--strict", metavar=FLAG, help="Refuse SGLang releases newer than the newest tested one.")
+JsonOpt = typer.Option(False, "--json", metavar=FLAG, help="Print machine-readable JSON instead of tables.")
 
 
 def _where(python: Optional[str], target: Optional[Path]) -> str:
@@ -153,7 +157,7 @@ def apply(
     python: Optional[str] = PythonOpt,
     target: Optional[Path] = TargetOpt,
     strict: bool = StrictOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the unified diff and the files to add; write nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar=FLAG, help="Print the unified diff and the files to add; write nothing."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Patch SGLang so --speculative-algorithm DDTREE works (one transaction, undone by revert).
@@ -187,9 +191,9 @@ def apply(
 
 @app.command()
 def revert(
-    python: Optional[str] = PythonOpt,
+    python: Optional[str] = RevertPythonOpt,
     target: Optional[Path] = TargetOpt,
-    force: bool = typer.Option(False, "--force", help="Restore the originals even over files changed since apply."),
+    force: bool = typer.Option(False, "--force", metavar=FLAG, help="Restore the originals even over files changed since apply."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Put back every original byte, remove the added files, and verify the package.

@@ -106,3 +106,14 @@ def test_piped_audit_rows_never_wrap(site):
     assert rc == 0
     rows = [line for line in text.splitlines() if line.startswith("  ")]
     assert rows and all(len(line.split("\t")) == 6 and line.split("\t")[0].split(":")[-1].isdigit() for line in rows)
+
+
+def test_help_shows_flags_as_flags_and_says_what_python_does():
+    env = {**os.environ, "COLUMNS": "200"}
+    for verb in ("audit", "apply", "revert", "status"):
+        done = subprocess.run([sys.executable, "-m", "ddtree_patch", verb, "--help"], capture_output=True,
+                              text=True, env=env)
+        json_line = next(line for line in done.stdout.splitlines() if "--json" in line and "JSON" in line)
+        assert "<bool>" not in json_line, json_line
+        python_line = next(line for line in done.stdout.splitlines() if "--python" in line)
+        assert ("Patch" in python_line) == (verb == "apply"), (verb, python_line)

@@ -16,36 +16,11 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from ddtree_patch import tokens as tk
 from ddtree_patch.outline import Chunk, outline_source
 from ddtree_patch.policy import Policy
+from ddtree_patch.results import FileResult
 from ddtree_patch.rules import RULES, Context, Rule, Token
 from ddtree_patch.sites import Decision, Site
 
-
-@dataclass
-class FileResult:
-    path: str
-    sites: list[Site] = field(default_factory=list)
-    replacements: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last line, text)
-    mentions: dict[str, int] = field(default_factory=dict)  # logic / reference / text / ddtree
-    skipped: str | None = None
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "sites": [s.to_json() for s in self.sites],
-            "replacements": [list(r) for r in self.replacements],
-            "mentions": self.mentions,
-            "skipped": self.skipped,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "FileResult":
-        return cls(
-            path=data["path"],
-            sites=[Site.from_json(s) for s in data["sites"]],
-            replacements=[tuple(r) for r in data["replacements"]],
-            mentions=data["mentions"],
-            skipped=data["skipped"],
-        )
+__all__ = ["FileResult", "SourceText", "analyse_file"]
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,7 @@ from ddtree_patch import __version__
 from ddtree_patch.audit import audit as run_audit
 from ddtree_patch.errors import DDTreePatchError
 from ddtree_patch.locate import locate
-from ddtree_patch.plan import build_plan
 from ddtree_patch.status import status as install_status
-from ddtree_patch.transaction import apply_plan
-from ddtree_patch.transaction import revert as revert_install
 from ddtree_patch.render import (
     BAD_STATES,
     audit_json,
@@ -164,6 +161,9 @@ def apply(
 
     Example: ddtree-patch apply --dry-run | less
     """
+    from ddtree_patch.plan import build_plan  # the engine (libcst, rules): only for apply
+    from ddtree_patch.transaction import apply_plan
+
     run = _Run("apply", as_json, python, target)
     with run.errors():
         run.install = locate(python, target, strict)
@@ -201,6 +201,8 @@ def revert(
     Refuses (exit 9, with a diff per file) when a patched file changed since apply.
     Example: ddtree-patch revert --target /srv/venv/lib/python3.11/site-packages
     """
+    from ddtree_patch.transaction import revert as revert_install
+
     run = _Run("revert", as_json, python, target)
     with run.errors():
         run.install = locate(python, target, strict=False)

@@ -10,11 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from ddtree_patch import __version__
-from ddtree_patch.analyse import SourceText
 from ddtree_patch.audit import AuditReport
 from ddtree_patch.errors import DDTreePatchError
 from ddtree_patch.model import Install, Plan
-from ddtree_patch.sites import Decision
+from ddtree_patch.sites import Decision, with_carried
 
 _STYLE = {Decision.UNHANDLED: "bold red", Decision.EDIT: "cyan", Decision.WIDEN: "green", Decision.KEEP: "yellow"}
 _ORDER = (Decision.UNHANDLED, Decision.EDIT, Decision.WIDEN, Decision.KEEP)
@@ -41,7 +40,7 @@ def audit_json(report: AuditReport, state, where: str) -> tuple[dict, bool]:
     if state.state in BAD_STATES:
         problems.append(f"install is {state.state}: {next_step(state, where)}")
     body.update(state=state.state, sites_state=body["state"], problems=problems,
-                next=next_step(state, where))
+                next=next_step(state, where), sites=[s.to_json() for s in with_carried(report.sites)])
     return body, not problems
 
 
@@ -60,7 +59,7 @@ def audit_tables(report: AuditReport, console: Console, state=None, where: str =
     console.print(f"SGLang {install.version} at {install.package_dir} - state: [bold]{shown}[/]")
     for warning in install.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
-    sites = report.sites
+    sites = with_carried(report.sites)
     patched = report.state == "patched"
     for decision in _ORDER:
         rows = [s for s in sites if s.decision is decision]
@@ -100,6 +99,8 @@ def audit_tables(report: AuditReport, console: Console, state=None, where: str =
 
 
 def plan_diff(plan: Plan) -> str:
+    from ddtree_patch.analyse import SourceText  # libcst: not needed by a warm audit
+
     chunks = []
     for edit in plan.edits:
         before = SourceText.decode(edit.before).lines

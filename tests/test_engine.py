@@ -140,3 +140,14 @@ def test_version_and_help_examples():
     for verb in ("audit", "apply", "revert", "status"):
         done = run(verb, "--help")
         assert done.returncode == 0 and "Example" in done.stdout, verb
+
+
+def test_predicate_calls_are_applied_with_the_predicate():
+    from ddtree_patch.sites import Site, with_carried
+
+    def site(form, decision, applied):
+        return Site("a.py", 1, 0, "f", "logic", form, form, decision, "", "", applied)
+
+    calls = [site("predicate-call", Decision.WIDEN, False)]
+    assert not with_carried(calls + [site("predicate-def", Decision.EDIT, False)])[0].applied
+    assert with_carried(calls + [site("predicate-def", Decision.EDIT, True)])[0].applied

@@ -11,7 +11,6 @@ from typing import NoReturn, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ddtree_patch import __version__
 from ddtree_patch.audit import audit as run_audit
@@ -74,6 +73,11 @@ def _where(python: Optional[str], target: Optional[Path]) -> str:
     return f" --python {python}" if python else f" --target {target}" if target else ""
 
 
+def _print_document(doc: dict) -> None:
+    """Plain json (rich's highlighter costs more than a warm audit itself)."""
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+
+
 class _Run:
     """One command: where it points, whether it prints JSON, and how it ends (success or error)."""
 
@@ -94,7 +98,7 @@ class _Run:
         if self.as_json:
             drift = [{"path": d.path, "state": d.state, "diff": d.diff} for d in getattr(error, "drift", ())]
             body = {"drift": drift} if drift else {}
-            out.print_json(json.dumps(document(self.command, self.install, False, body, data)))
+            _print_document(document(self.command, self.install, False, body, data))
         else:
             err.print(f"[bold red]error:[/] {escape(data['message'])}", highlight=False)
             for drift in getattr(error, "drift", ()):
@@ -105,7 +109,7 @@ class _Run:
 
     def finish(self, ok: bool, body: dict, lines: list[str]) -> NoReturn:
         if self.as_json:
-            out.print_json(json.dumps(document(self.command, self.install, ok, body)))
+            _print_document(document(self.command, self.install, ok, body))
         else:
             for line in lines:
                 out.print(line, highlight=False)
@@ -118,6 +122,8 @@ def _progress(enabled: bool, label: str):
     if not enabled or not err.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), console=err, transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda _path: bar.advance(task)
@@ -243,7 +249,7 @@ def main() -> None:
         command = next((a for a in sys.argv[1:] if a in app_commands()), "ddtree-patch")
         data = {"code": error.exit_code, "message": error.format_message(),
                 "next": f"ddtree-patch {command} --help" if command != "ddtree-patch" else "ddtree-patch --help"}
-        out.print_json(json.dumps(document(command, None, False, None, data)))
+        _print_document(document(command, None, False, None, data))
         raise SystemExit(error.exit_code) from None
     raise SystemExit(code or 0)
 

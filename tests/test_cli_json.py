@@ -46,7 +46,8 @@ def site(tmp_path):
 
 def test_every_verb_and_state(site):
     t = ("--target", str(site))
-    assert _run("status", *t)[1]["state"] == "pristine"
+    rc, doc = _run("status", *t)
+    assert rc == 0 and doc["state"] == "pristine" and "apply --dry-run" in doc["next"]
     rc, doc = _run("audit", *t)
     assert rc == 0 and doc["state"] == "pristine" and doc["sglang"]["version"] == "0.5.15"
     rc, doc = _run("apply", "--dry-run", *t)

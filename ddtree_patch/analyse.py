@@ -16,36 +16,11 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from ddtree_patch import tokens as tk
 from ddtree_patch.outline import Chunk, outline_source
 from ddtree_patch.policy import Policy
+from ddtree_patch.results import FileResult
 from ddtree_patch.rules import RULES, Context, Rule, Token
 from ddtree_patch.sites import Decision, Site
 
-
-@dataclass
-class FileResult:
-    path: str
-    sites: list[Site] = field(default_factory=list)
-    replacements: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last line, text)
-    mentions: dict[str, int] = field(default_factory=dict)  # logic / reference / text / ddtree
-    skipped: str | None = None
-
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "sites": [s.to_json() for s in self.sites],
-            "replacements": [list(r) for r in self.replacements],
-            "mentions": self.mentions,
-            "skipped": self.skipped,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "FileResult":
-        return cls(
-            path=data["path"],
-            sites=[Site.from_json(s) for s in data["sites"]],
-            replacements=[tuple(r) for r in data["replacements"]],
-            mentions=data["mentions"],
-            skipped=data["skipped"],
-        )
+__all__ = ["FileResult", "SourceText", "analyse_file"]
 
 
 _EDITING = (Decision.WIDEN, Decision.EDIT, Decision.NARROW)
@@ -159,12 +134,16 @@ class _Found:
     function_node: cst.FunctionDef | None  # the enclosing function when it lies inside the chunk
 
 
+_STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
+
+
 class _Finder(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (ParentNodeProvider, PositionProvider)
 
-    def __init__(self, chunk: Chunk) -> None:
+    def __init__(self, chunk: Chunk, depth: int) -> None:
         super().__init__()
         self.chunk = chunk
+        self.depth = depth  # wrapper lines above the chunk
         self.stack: list[_Scope] = []
         self.found: list[_Found] = []
 
@@ -186,6 +165,13 @@ class _Finder(cst.CSTVisitor):
             self._check(node)
         return super().on_visit(node)
 
+    def _is_string_token(self, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+        """The outline marked this whole literal (a concatenation counts once) as a string token."""
+        if not isinstance(node, _STRINGS) or isinstance(parent, cst.ConcatenatedString) or not self.chunk.strings:
+            return False
+        start = self.get_metadata(PositionProvider, node).start
+        return (start.line - self.depth + self.chunk.start - 1, start.column) in self.chunk.strings
+
     def _check(self, node: cst.CSTNode) -> None:
         parents = self.metadata[ParentNodeProvider]
         if isinstance(node, cst.FunctionDef):
@@ -193,6 +179,8 @@ class _Finder(cst.CSTVisitor):
             token_node: cst.CSTNode = node.name
         elif isinstance(node, cst.Name) and isinstance(parents.get(node), cst.FunctionDef):
             return  # counted with its FunctionDef above
+        elif self._is_string_token(node, parents.get(node)):
+            kind, token_node = tk.TokenKind.STRING, node
         else:
             chunk_is_class_body = self.chunk.class_level and not self.stack
             kind = _token_kind(node, parents.get(node), parents, chunk_is_class_body)
@@ -256,7 +244,8 @@ def analyse_file(path: str, data: bytes, policy: Policy, rules: tuple[Rule, ...]
     }
     chunks = outline.chunks
     if any(_wrapper(c, source) is None for c in chunks):
-        whole = Chunk(1, len(source.lines), 0, (), None, None, frozenset(), False, sum(c.tokens for c in chunks))
+        whole = Chunk(1, len(source.lines), 0, (), None, None, frozenset(), False, sum(c.tokens for c in chunks),
+                      set().union(*(c.strings for c in chunks)))
         chunks = [whole]
     for chunk in chunks:
         _analyse_chunk(result, chunk, source, policy, rules)
@@ -270,7 +259,7 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
     body = "".join(source.lines[chunk.start - 1:chunk.end])
     module = cst.parse_module(prefix + body)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    finder = _Finder(chunk)
+    finder = _Finder(chunk, depth)
     wrapper.visit(finder)
     parents = wrapper.resolve(ParentNodeProvider)
     positions = wrapper.resolve(PositionProvider)

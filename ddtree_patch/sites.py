@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
 
@@ -37,3 +37,19 @@ class Site:
     @classmethod
     def from_json(cls, data: dict) -> "Site":
         return cls(**{**data, "decision": Decision(data["decision"])})
+
+
+# Forms whose sites need no edit of their own: the edit of another form's site carries them
+# (`x.is_dflash()` widens when `is_dflash()`'s body does). Data, so the audit needs no rules.
+CARRIED_BY = {"predicate-call": "predicate-def"}
+
+
+def with_carried(sites: list[Site]) -> list[Site]:
+    """Sites with `applied` also true where the edit that carries them is applied."""
+    applied_forms = {s.form for s in sites if s.applied}
+    return [
+        replace(s, applied=True)
+        if not s.applied and s.decision is Decision.WIDEN and CARRIED_BY.get(s.form) in applied_forms
+        else s
+        for s in sites
+    ]

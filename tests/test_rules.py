@@ -19,6 +19,7 @@ def _transform(source: str) -> tuple[str, list]:
 
 NARROWINGS = [(rule, before, after) for rule in RULES for before, after in rule.MUST_NARROW]
 REWRITES = [(rule.id, before, after) for rule in RULES for before, after in rule.MUST_REWRITE]
+CLAIMS = [(rule.id, source) for rule in RULES for source in rule.MUST_CLAIM]
 UNTOUCHED = [(rule.id, source) for rule in RULES for source in rule.MUST_NOT_TOUCH]
 
 
@@ -36,6 +37,12 @@ def test_rule_rewrites(rule_id, before, after):
 def test_rule_leaves_alone(rule_id, source):
     output, _ = _transform(source)
     assert output == source
+
+
+@pytest.mark.parametrize("rule_id,source", CLAIMS, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CLAIMS)])
+def test_rule_claims(rule_id, source):
+    _, sites = _transform(source)
+    assert [site.rule for site in sites] == [rule_id]
 
 
 def test_every_rule_has_examples():

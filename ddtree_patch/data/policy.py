@@ -81,6 +81,10 @@ GATES: tuple[Entry, ...] = (
          qualname="KVCacheConfigurator._fused_draft_for_mamba_factory"),
     gate("predicate-call", "hybrid-target", "hierarchical-cache fused draft KV (hybrid-SWA targets)",
          path="srt/mem_cache/hybrid_cache/hybrid_pool_assembler.py"),
+    Entry("unmatched", D.KEEP,
+          "key of the unsupported-flags table: it names the condition beside it in the error message; "
+          "that condition is its own site", path="srt/arg_groups/cp_tp_group_sharing_hook.py",
+          qualname="resolve_cp_tp_group_sharing"),
 )
 
 STRUCTURE: tuple[Entry, ...] = (
@@ -118,6 +122,8 @@ PRINCIPLES: tuple[Entry, ...] = (
     Entry("unmatched", D.KEEP,
           "lazy-import table of DFlash's own kernel module; DDTree reuses those kernels as they are",
           path="kernels/ops/speculative/__init__.py", qualname="<module>"),
+    Entry("prose", D.KEEP, "prose naming DFlash handed on as a label, message or help text; it is shown, never compared"),
+    Entry("flag-name", D.KEEP, "declares one of DFlash's own CLI flags, which DDTree reuses as they are"),
     Entry("*", D.KEEP, "SGLang's own test kit: never imported by the server", path="test/*"),
     Entry("unmatched", D.KEEP, "SGLang's own test kit: never imported by the server", path="test/*"),
 )

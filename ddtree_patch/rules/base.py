@@ -1,7 +1,8 @@
 """What a rewrite rule is: one syntactic form, its claim on a token, its rewrite, its examples.
 
 Rules follow the Fixit habit: each carries code it must rewrite (`MUST_REWRITE`, before/after)
-and code it must leave alone (`MUST_NOT_TOUCH`); one parametrised test runs them all.
+and code it must leave alone (`MUST_NOT_TOUCH`); a rule that only classifies also lists code whose
+site it must own (`MUST_CLAIM`). One parametrised test runs them all.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Rule:
     MUST_NOT_TOUCH: ClassVar[list[str]] = []
     NARROWS: ClassVar[bool] = False  # can test DDTREE away where DDTree lacks the capability
     MUST_NARROW: ClassVar[list[tuple[str, str]]] = []  # (before, after) when the policy narrows
+    MUST_CLAIM: ClassVar[list[str]] = []  # code whose DFLASH site this rule owns (for rules that only classify)
 
     def claim(self, token: Token, ctx: Context) -> cst.CSTNode | None:
         raise NotImplementedError

@@ -106,7 +106,7 @@ def test_piped_audit_rows_never_wrap(site):
     rc, text = _run("audit", "--target", str(site), text=True)
     assert rc == 0
     rows = [line for line in text.splitlines() if line.startswith("  ")]
-    assert rows and all(len(line.split("\t")) == 6 and line.split("\t")[0].split(":")[-1].isdigit() for line in rows)
+    assert rows and all(len(line.split("\t")) == 7 and line.split("\t")[0].split(":")[-1].isdigit() for line in rows)
 
 
 def test_help_shows_flags_as_flags_and_says_what_python_does():

@@ -4,7 +4,7 @@ The v1 family runs without the overlap scheduler (DFlash's server-arg validation
 DDTREE too): the worker mutates the running `ScheduleBatch` in place, and the verify input's
 `verify` appends the accepted tokens to each request, frees the unused KV slots and advances the
 sequence lengths. DDTree therefore keeps DFlash's `forward_batch_generation` (prefill, the target
-verify call, Mamba commit, draft-KV materialisation, the result) and changes one round through two
+verify call, Mamba commit, draft-KV materialisation, the result) and changes one round through three
 narrow hooks:
 1. `_greedy_sample_from_vocab_parallel_head` (the draft head): keeps the full draft logits through
    the target lm_head, besides the argmax DFlash's chain draft is built from.
@@ -17,6 +17,8 @@ narrow hooks:
    as DFlash does, the accepted nodes' target KV moved to positions `prefix .. prefix + len`, unused
    slots freed, and the accepted nodes' hidden states returned in path order, which DFlash's own
    writer turns into draft KV.
+`contract.V1` names these hooks: the server refuses a release whose DFlash no longer calls them,
+or whose signatures or calls drifted from these overrides (`contract.problems`).
 
 Widths and gates as for the spec-v2 adapter (docs/ddtree-runtime.md): the draft runner sees the
 drafter's block, the target (graphs, attention, KV) the verify width `max(budget + 1, block)`.
@@ -46,11 +48,6 @@ from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_polic
 from sglang.srt.speculative.dflash_worker import DFlashWorker
 
 logger = logging.getLogger(__name__)
-
-# DFlashWorker's hooks this adapter overrides; `worker_class` refuses a release that lacks one.
-# ddtree_patch/worker_contract_v1.py checks their signatures (and every other override) statically.
-OVERRIDDEN_BASE_METHODS = ("_prepare_for_speculative_decoding", "_greedy_sample_from_vocab_parallel_head")
-
 
 @dataclass
 class DDTreeVerifyInputV1(DDTreeVerifyInput):

@@ -1,0 +1,242 @@
+"""Tables, goal checks and plots for scripts/bench_e2e.py, from its per-run records (pure functions).
+
+A pair record: {"phase": "pair", "config", "algo", "budget", "batch", "temperature", "repeat",
+"seconds", "tokens", "verify_ct", "same_as_plain"}; a big-shape record: {"phase": "big", "config",
+"algo", "batch", "repeat", "decode_seconds", "rounds", "tokens", "verify_ct"}. Speed-ups are
+medians of per-repeat ratios: repeat r of one config against repeat r of the other, which ran
+next to it in time, so slow drift of the machine cancels instead of adding noise.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+GOAL_ACCEPT_RATIO = 1.3  # DDTREE / DFLASH accepted tokens per round at budget 32, trained pair, T=0
+GOAL_ROUND_RATIO = 1.1  # DDTREE / DFLASH round time at equal verify width, 8B shape
+BUDGET_TICKS = (4, 8, 16, 32, 64)
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def fmt(values: list[float], digits: int = 2) -> str:
+    if not values:
+        return "-"
+    med, lo, hi = spread(values)
+    if len(values) == 1 or lo == hi:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def accepted_per_round(rec: dict) -> float | None:
+    """SGLang's definition (completion tokens / verify rounds), summed over the batch."""
+    rounds = sum(rec["verify_ct"])
+    return sum(rec["tokens"]) / rounds if rounds else None
+
+
+def tokens_per_s(rec: dict) -> float:
+    return sum(rec["tokens"]) / rec["seconds"]
+
+
+def _by(records: list[dict], *keys: str) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in records:
+        out[tuple(r[k] for k in keys)].append(r)
+    return out
+
+
+def paired_ratios(num: list[dict], den: list[dict], value) -> list[float]:
+    den_by_repeat = {r["repeat"]: r for r in den}
+    return [value(r) / value(den_by_repeat[r["repeat"]]) for r in num
+            if r["repeat"] in den_by_repeat and value(den_by_repeat[r["repeat"]])]
+
+
+def config_order(records: list[dict]) -> list[str]:
+    """plain, DFLASH, then DDTREE by budget."""
+    rank = {"plain": 0, "DFLASH": 1, "DDTREE": 2}
+    seen = {(rank[r["algo"]], r.get("budget") or 0, r["config"]) for r in records}
+    return [name for _, _, name in sorted(seen)]
+
+
+def pair_rows(records: list[dict]) -> list[dict]:
+    pair = [r for r in records if r["phase"] == "pair"]
+    groups = _by(pair, "temperature", "batch", "config")
+    rows = []
+    for (temp, batch, config), recs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        plain = groups.get((temp, batch, "plain"), [])
+        dflash = groups.get((temp, batch, "dflash"), [])
+        accept = [a for a in map(accepted_per_round, recs) if a is not None]
+        same = [r["same_as_plain"] for r in recs if r.get("same_as_plain") is not None]
+        rows.append({
+            "temperature": temp, "batch": batch, "config": config, "algo": recs[0]["algo"],
+            "budget": recs[0].get("budget"), "repeats": len(recs),
+            "accept": accept, "tok_s": [tokens_per_s(r) for r in recs],
+            "vs_plain": paired_ratios(recs, plain, tokens_per_s) if config != "plain" else [],
+            "vs_dflash": paired_ratios(recs, dflash, tokens_per_s) if recs[0]["algo"] == "DDTREE" else [],
+            "same_as_plain": same[0] if same else None,
+        })
+    order = {name: i for i, name in enumerate(config_order(pair))}
+    return sorted(rows, key=lambda r: (r["temperature"], r["batch"], order[r["config"]]))
+
+
+def big_rows(records: list[dict]) -> list[dict]:
+    big = [r for r in records if r["phase"] == "big"]
+    groups = _by(big, "batch", "algo")
+    rows = []
+    for batch in sorted({r["batch"] for r in big}):
+        d, t = groups.get((batch, "DFLASH"), []), groups.get((batch, "DDTREE"), [])
+
+        def ms(rec):
+            return 1000 * rec["decode_seconds"] / rec["rounds"]
+
+        rows.append({"batch": batch, "dflash_ms": [ms(r) for r in d], "ddtree_ms": [ms(r) for r in t],
+                     "ratio": paired_ratios(t, d, ms),
+                     "dflash_accept": [a for a in map(accepted_per_round, d) if a],
+                     "ddtree_accept": [a for a in map(accepted_per_round, t) if a]})
+    return rows
+
+
+def goals(prows: list[dict], brows: list[dict]) -> list[str]:
+    """The issue's three goals, each PASS / MISS / NOT MEASURED with the numbers behind it."""
+    out = []
+    t0 = [r for r in prows if r["temperature"] == 0]
+    d = {r["batch"]: r for r in t0 if r["algo"] == "DFLASH"}
+    b32 = {r["batch"]: r for r in t0 if r["algo"] == "DDTREE" and r["budget"] == 32}
+    ratios = [statistics.median(b32[b]["accept"]) / statistics.median(d[b]["accept"])
+              for b in sorted(b32) if b in d and b32[b]["accept"] and d[b]["accept"]]
+    if ratios:
+        ok = min(ratios) >= GOAL_ACCEPT_RATIO
+        out.append(f"- Accepted tokens/round, DDTREE budget 32 / DFLASH, T=0: "
+                   f"{', '.join(f'{x:.2f}' for x in ratios)} (batch {', '.join(map(str, sorted(b32)))}); "
+                   f"goal >= {GOAL_ACCEPT_RATIO}: **{'PASS' if ok else 'MISS'}**")
+    else:
+        out.append("- Accepted tokens/round at budget 32 vs DFLASH: **NOT MEASURED**")
+    for batch in (1, 8):
+        cands = [r for r in t0 if r["algo"] == "DDTREE" and r["batch"] == batch and r["vs_dflash"]]
+        if not cands:
+            out.append(f"- DDTREE tokens/s > DFLASH at batch {batch}: **NOT MEASURED**")
+            continue
+        best = max(cands, key=lambda r: statistics.median(r["vs_dflash"]))
+        med = statistics.median(best["vs_dflash"])
+        out.append(f"- DDTREE tokens/s vs DFLASH at batch {batch}, T=0: best budget {best['budget']} "
+                   f"at {fmt(best['vs_dflash'])}x; goal > 1: **{'PASS' if med > 1 else 'MISS'}**")
+    ratios_big = [(r["batch"], statistics.median(r["ratio"])) for r in brows if r["ratio"]]
+    if ratios_big:
+        worst = max(ratios_big, key=lambda x: x[1])
+        ok = worst[1] <= GOAL_ROUND_RATIO
+        out.append(f"- 8B shape round time DDTREE / DFLASH at equal verify width: worst {worst[1]:.2f} at batch "
+                   f"{worst[0]}; goal <= {GOAL_ROUND_RATIO} at every batch: **{'PASS' if ok else 'MISS'}**")
+    else:
+        out.append("- 8B shape round time: **NOT MEASURED**")
+    return out
+
+
+def pair_table(rows: list[dict], temperature: float) -> list[str]:
+    lines = ["| batch | config | accepted tokens / round | output tokens/s | x plain | x DFLASH | = plain |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["temperature"] != temperature:
+            continue
+        same = r["same_as_plain"] or ""
+        lines.append(f"| {r['batch']} | {r['config']} | {fmt(r['accept'])} | {fmt(r['tok_s'], 0)} | "
+                     f"{fmt(r['vs_plain'])} | {fmt(r['vs_dflash'])} | {same} |")
+    return lines
+
+
+def big_table(rows: list[dict]) -> list[str]:
+    lines = ["| batch | DFLASH ms / round | DDTREE ms / round | DDTREE / DFLASH | accepted / round DFLASH | DDTREE |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['batch']} | {fmt(r['dflash_ms'])} | {fmt(r['ddtree_ms'])} | {fmt(r['ratio'])} | "
+                     f"{fmt(r['dflash_accept'])} | {fmt(r['ddtree_accept'])} |")
+    return lines
+
+
+def plots(rows: list[dict], out_dir: Path, prefix: str = "bench-e2e") -> list[str]:
+    """Accepted tokens vs budget and tokens/s vs budget: one panel per temperature, one line per batch
+    size; DFLASH dotted and plain dash-dotted in the batch's colour. Returns the file names written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    temps = sorted({r["temperature"] for r in rows})
+    batches = sorted({r["batch"] for r in rows})
+    colours = {b: f"C{i}" for i, b in enumerate(batches)}
+
+    def median_of(temp, batch, algo, key):
+        vals = [statistics.median(r[key]) for r in rows
+                if r["temperature"] == temp and r["batch"] == batch and r["algo"] == algo and r[key]]
+        return vals[0] if vals else None
+
+    written = []
+    for key, label, name, log_y in (("accept", "accepted tokens / round", "accept", False),
+                                    ("tok_s", "output tokens / s", "tokens-per-s", True)):
+        fig, axes = plt.subplots(1, len(temps), figsize=(6 * len(temps), 4.5), squeeze=False)
+        for ax, temp in zip(axes[0], temps):
+            for b in batches:
+                pts = sorted((r["budget"], statistics.median(r[key])) for r in rows
+                             if r["temperature"] == temp and r["batch"] == b and r["algo"] == "DDTREE" and r[key])
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", marker="o", color=colours[b],
+                            label=f"DDTREE, batch {b}")
+                for algo, style in (("DFLASH", ":"), ("plain", "-.")):
+                    base = median_of(temp, b, algo, key)
+                    if base is not None:
+                        ax.axhline(base, color=colours[b], linestyle=style, linewidth=1,
+                                   label=f"{algo}, batch {b}")
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(list(BUDGET_TICKS), [str(x) for x in BUDGET_TICKS])
+            if log_y:
+                ax.set_yscale("log")
+            ax.set_xlabel("DDTREE budget (tree nodes verified per round)")
+            ax.set_ylabel(label)
+            ax.set_title(f"trained pair, T={temp:g}")
+            ax.legend(fontsize=7)
+            ax.grid(alpha=0.3, which="both")
+        fname = f"{prefix}-{name}.png"
+        fig.tight_layout()
+        fig.savefig(out_dir / fname, dpi=110)
+        plt.close(fig)
+        written.append(fname)
+    return written
+
+
+def write(out_dir: Path, meta: dict, records: list[dict]) -> Path:
+    """docs-style markdown + plots into out_dir; returns the markdown path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    prows, brows = pair_rows(records), big_rows(records)
+    pngs = plots(prows, out_dir) if prows else []
+    lines = ["# End-to-end benchmark: plain / DFLASH / DDTREE on a trained pair and an 8B-shape target", "",
+             f"Machine: {meta['machine']}. SGLang {meta['sglang']} (gpurig bundle) patched by "
+             "`python -m ddtree_patch apply`; torch " + meta["torch"] + ".", "",
+             "Command (device tool, `carry: [\".gpurig\"]`):", "", f"    {meta['command']}", "",
+             f"Run: {meta['started']} UTC, {meta['wall_s']:.0f} s wall. Phases finished: "
+             f"{', '.join(meta['finished']) or 'none'}; not finished (the deadline, or engines that did not start: "
+             f"see Failures): {', '.join(meta['cut']) or 'none'}.",
+             "", "## Goals (issue 9)", "", *goals(prows, brows), "",
+             "## How it was measured", "", *meta["method"], ""]
+    if meta.get("pair"):
+        lines += ["## The trained pair", "", *meta["pair"], ""]
+    for temp in sorted({r["temperature"] for r in prows}):
+        lines += [f"## Trained pair, T={temp:g}", "",
+                  "Median over repeats, (min-max) across repeats; `x plain` / `x DFLASH` are medians of "
+                  "per-repeat tokens/s ratios against the run of that config in the same repeat. "
+                  "`= plain`: prompts whose greedy output is identical to plain decoding's at the same batch size "
+                  "(first repeat; bf16 near-ties can flip a token legitimately).", "",
+                  *pair_table(prows, temp), ""]
+    for png in pngs:
+        lines += [f"![{png}]({png})", ""]
+    if brows:
+        lines += ["## 8B shape: round time at equal verify width", "", *meta.get("big", []), "",
+                  *big_table(brows), ""]
+    if meta.get("warnings"):
+        lines += ["## Warnings in the engine logs", "", *[f"- `{w}`" for w in meta["warnings"]], ""]
+    if meta.get("failures"):
+        lines += ["## Failures", "", *[f"- {f}" for f in meta["failures"]], ""]
+    md = out_dir / "benchmarks.md"
+    md.write_text("\n".join(lines))
+    return md

@@ -1,0 +1,259 @@
+"""scripts/bench_e2e.py's coordinator and report on CPU.
+
+The engines need a GPU, so the coordinator drives tests/bench_e2e/fake_worker.py, which speaks
+bench_worker.py's protocol with made-up timings: process start-up and failure handling, the
+rotated interleaving, the deadline, the output comparison with plain decoding, the goal verdicts
+and the markdown + plots are what is under test here. The real engines run in the lead's GPU call.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "scripts"))
+import bench_e2e  # noqa: E402
+import bench_report  # noqa: E402
+
+FAKE = REPO / "tests" / "bench_e2e" / "fake_worker.py"
+PROMPTS = [[i + 1] * 4 for i in range(64)]
+
+
+def cfg(name: str, algo: str, budget=None, phase="pair", **fake) -> dict:
+    return {"name": name, "algo": algo, "budget": budget, "phase": phase, "engine": {}, "fake": fake}
+
+
+def bench(tmp_path: Path, cfgs: list[dict], deadline_s: float = 120.0):
+    workers, failures = bench_e2e.start_all(cfgs, tmp_path, 30, lambda m: None, script=FAKE)
+    args = Namespace(t0=time.time(), deadline_s=deadline_s, repeats=3, big_repeats=2, max_new=17, big_max_new=9)
+    b = bench_e2e.Bench(args, workers, PROMPTS, lambda m: None)
+    b.failures += failures
+    return b
+
+
+PAIR = [cfg("plain", "plain", round_s=0.001), cfg("dflash", "DFLASH", accept=4, round_s=0.001),
+        cfg("ddtree_b4", "DDTREE", 4, accept=5, round_s=0.001),
+        cfg("ddtree_b32", "DDTREE", 32, accept=6, round_s=0.001, flip=3)]
+
+
+def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
+    cfgs = PAIR + [cfg("ddtree_b64", "DDTREE", 64, fail_start=True),
+                   cfg("8b_dflash", "DFLASH", phase="big", accept=1, round_s=0.002),
+                   cfg("8b_ddtree", "DDTREE", 15, phase="big", accept=1, round_s=0.0021)]
+    b = bench(tmp_path, cfgs)
+    try:
+        names = [c["name"] for c in cfgs if c["phase"] == "pair"]
+        assert b.pair_phase(names, 0.0) and b.pair_phase(names, 1.0) and b.big_phase(["8b_dflash", "8b_ddtree"])
+    finally:
+        bench_e2e.stop_all(b.workers.values())
+    assert len(b.failures) == 1 and "ddtree_b64 did not start: RuntimeError: fake start failure" in b.failures[0]
+    pair = [r for r in b.records if r["phase"] == "pair" and r["temperature"] == 0]
+    assert len(pair) == 4 * 3 * 3  # configs x batches x repeats
+    first = [r["config"] for r in pair if r["batch"] == 1]
+    assert first[:4] == ["plain", "dflash", "ddtree_b4", "ddtree_b32"]
+    assert first[4:8] == ["dflash", "ddtree_b4", "ddtree_b32", "plain"]  # rotated by one per repeat
+    same = {(r["config"], r["batch"]): r.get("same_as_plain") for r in pair if r["repeat"] == 0}
+    assert same[("ddtree_b4", 8)] == "8/8" and same[("ddtree_b32", 8)] == "7/8" and same[("ddtree_b32", 1)] == "1/1"
+
+    meta = {"machine": "cpu", "sglang": "0.5.15", "torch": "x", "command": "cmd", "started": "now",
+            "wall_s": 1.0, "finished": ["a"], "cut": [], "method": ["- m"], "pair": ["p"], "big": ["b"],
+            "failures": b.failures}
+    md = bench_report.write(tmp_path / "docs", meta, b.records).read_text()
+    assert "DDTREE budget 32 / DFLASH, T=0: 1.33, 1.33, 1.33 (batch 1, 8, 32); goal >= 1.3: **PASS**" in md
+    assert "worst 1.05 at batch" in md  # 0.0021 / 0.002 per round, equal rounds
+    assert "| 8 | ddtree_b32 | 5.67 |" in md  # 17 tokens / 3 rounds
+    for png in ("bench-e2e-accept.png", "bench-e2e-tokens-per-s.png"):
+        assert (tmp_path / "docs" / png).stat().st_size > 1000 and f"]({png})" in md
+    assert "## Failures" in md
+
+
+def test_a_dying_engine_is_reported_and_the_others_go_on(tmp_path: Path) -> None:
+    cfgs = [dict(c) for c in PAIR]
+    cfgs[1] = cfg("dflash", "DFLASH", accept=4, die_on="dflash-8-1")
+    b = bench(tmp_path, cfgs)
+    try:
+        assert b.pair_phase([c["name"] for c in cfgs], 0.0)
+    finally:
+        bench_e2e.stop_all(b.workers.values())
+    assert len(b.failures) == 1 and b.failures[0].startswith("dflash: no reply")
+    runs = {(r["config"], r["repeat"], r["batch"]) for r in b.records}
+    assert ("dflash", 1, 1) in runs and ("dflash", 1, 8) not in runs and ("dflash", 2, 1) not in runs
+    assert ("plain", 2, 32) in runs
+
+
+def test_the_deadline_cuts_the_phase(tmp_path: Path) -> None:
+    b = bench(tmp_path, PAIR, deadline_s=10.0)
+    try:
+        assert not b.pair_phase([c["name"] for c in PAIR], 0.0)
+    finally:
+        bench_e2e.stop_all(b.workers.values())
+    assert b.records == []  # less than 15 s left: no timed run starts
+
+
+def test_goals_say_miss_and_not_measured() -> None:
+    def rec(config, algo, budget, accept_rounds, seconds, rep):
+        return {"phase": "pair", "config": config, "algo": algo, "budget": budget, "batch": 1, "temperature": 0.0,
+                "repeat": rep, "seconds": seconds, "tokens": [12], "verify_ct": [accept_rounds]}
+
+    records = [rec("dflash", "DFLASH", None, 4, 1.0, r) for r in range(3)]
+    records += [rec("ddtree_b32", "DDTREE", 32, 3, 1.1, r) for r in range(3)]
+    lines = bench_report.goals(bench_report.pair_rows(records), [])
+    assert "1.33" in lines[0] and "PASS" in lines[0]  # 4 / 3 tokens per round
+    assert "0.91x; goal > 1: **MISS**" in lines[1]
+    assert "batch 8" in lines[2] and "NOT MEASURED" in lines[2] and "NOT MEASURED" in lines[3]
+
+
+def test_big_shape_configs_have_equal_verify_width(tmp_path: Path) -> None:
+    pair = tmp_path / "pair"
+    (pair / "target").mkdir(parents=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (pair / "target" / f).write_text("{}")
+    d, t = bench_e2e.big_configs(tmp_path / "big", pair)
+    draft = json.loads((tmp_path / "big" / "draft" / "config.json").read_text())
+    assert d["engine"]["speculative_algorithm"] == "DFLASH" and t["engine"]["speculative_ddtree_budget"] + 1 == \
+        draft["block_size"] == draft["dflash_config"]["block_size"]
+    assert max(draft["dflash_config"]["target_layer_ids"]) < draft["num_target_layers"] - 1
+    assert d["engine"]["load_format"] == "dummy" and t["engine"]["cuda_graph_max_bs_decode"] == 64
+
+
+@pytest.mark.parametrize("missing", ["manifest.json", "draft/model.safetensors"])
+def test_missing_pair_fails_loudly(tmp_path: Path, missing: str, monkeypatch) -> None:
+    for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("x")
+    (tmp_path / missing).unlink()
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path), "--out", str(tmp_path / "o")])
+    with pytest.raises(SystemExit, match="missing: run scripts/train_pair.py"):
+        bench_e2e.main()
+
+
+def _cli(engine: dict) -> list[str]:
+    """Engine kwargs as launch_server flags (the paths are the probe's own arguments)."""
+    argv = []
+    for key, value in engine.items():
+        if key in ("model_path", "speculative_draft_model_path") or value is False:
+            continue
+        argv += [f"--{key.replace('_', '-')}"] + ([] if value is True else [str(value)])
+    return argv
+
+
+def test_every_engine_config_resolves_on_patched_sglang(release_site, tmp_path: Path) -> None:
+    """All nine engine configurations pass SGLang 0.5.15's own ServerArgs resolution once patched,
+    with the verify widths the report claims (DDTREE budget b verifies b+1; 8B: both verify 16)."""
+    import os
+    import shutil
+    import subprocess
+
+    from tests.cpu_serverargs.venv_builder import ensure_venv
+    from tests.sglang_releases import release_metadata
+
+    site = tmp_path / "site"
+    shutil.copytree(release_site("0.5.15"), site)
+    python = ensure_venv("0.5.15", release_metadata(site, "0.5.15"))
+    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
+                          capture_output=True, text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    pair = tmp_path / "pair"
+    for sub, arch, extra in (("target", "Qwen3ForCausalLM", {}),
+                             ("draft", "DFlashDraftModel", {"num_hidden_layers": 2, "block_size": 16,
+                                                            "num_target_layers": 6,
+                                                            "dflash_config": {"mask_token_id": 1, "block_size": 16,
+                                                                              "target_layer_ids": [1, 3, 4]}})):
+        (pair / sub).mkdir(parents=True)
+        cfg = dict(bench_e2e.BIG_TARGET, vocab_size=4096, hidden_size=256, intermediate_size=768, num_hidden_layers=6,
+                   num_attention_heads=4, num_key_value_heads=2, head_dim=64, architectures=[arch])
+        cfg.update(extra)
+        (pair / sub / "config.json").write_text(json.dumps(cfg))
+        for f in ("tokenizer.json", "tokenizer_config.json"):
+            (pair / sub / f).write_text("{}")
+    widths = {}
+    for cfgs in (bench_e2e.pair_configs(pair), bench_e2e.big_configs(tmp_path / "big", pair)):
+        engine = cfgs[-1]["engine"]
+        done = subprocess.run(
+            [str(python), str(REPO / "tests" / "cpu_serverargs" / "probe.py"), "--target", engine["model_path"],
+             "--draft", engine["speculative_draft_model_path"],
+             "--cases", json.dumps({c["name"]: _cli(c["engine"]) for c in cfgs})],
+            capture_output=True, text=True, timeout=900,
+            env={**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1"},
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-4000:]
+        for name, case in json.loads(done.stdout)["cases"].items():
+            assert "error" not in case, (name, case)
+            widths[name] = case["resolved"]["speculative_num_draft_tokens"]
+    assert widths == {"plain": None, "dflash": 16, "ddtree_b4": 16, "ddtree_b8": 16, "ddtree_b16": 17,
+                      "ddtree_b32": 33, "ddtree_b64": 65, "8b_dflash": 16, "8b_ddtree": 16}
+
+
+def test_main_end_to_end_with_stand_in_engines(tmp_path: Path, monkeypatch, capsys) -> None:
+    """The whole command on CPU: pair check, prompts from held-out stdlib files through the pair's
+    tokenizer, nine engine processes, three phases, report files; exit 0 when nothing failed."""
+
+    pair = tmp_path / "pair"
+    for sub in ("target", "draft"):
+        (pair / sub).mkdir(parents=True)
+        (pair / sub / "model.safetensors").write_text("x")
+    import stdlib_corpus
+
+    tok = stdlib_corpus.train_tokenizer(stdlib_corpus.load(max_files=30, held_out_every=3).train, 300, 200_000)
+    tok.save(str(pair / "target" / "tokenizer.json"))
+    (pair / "target" / "tokenizer_config.json").write_text("{}")
+    (pair / "manifest.json").write_text(json.dumps({
+        "command": "train_pair.py", "seed": 0, "seconds": 1, "device": "cpu", "python": "3", "sizes": {
+            "target_layers": 6, "hidden": 256, "vocab": 4096, "draft_layers": 2, "block": 16,
+            "target_layer_ids": [1, 3, 4]}, "params": {"target": 1e6, "draft": 1e5},
+        "target": {"steps_done": 1, "held_out_loss": 1.0}, "draft": {"steps_done": 1},
+        "files": {"train": 1}, "tokens": {"train": 1}, "held_out_estimate": {"error": "none computed"}}))
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(pair), "--out", str(out), "--work",
+                                      str(tmp_path / "work"), "--repeats", "2", "--big-repeats", "1",
+                                      "--max-new", "9", "--big-max-new", "5", "--deadline-s", "120",
+                                      "--worker", str(FAKE)])
+    with pytest.raises(SystemExit) as done:
+        bench_e2e.main()
+    assert done.value.code == 0, capsys.readouterr().out[-3000:]
+    md = (out / "benchmarks.md").read_text()
+    assert "Phases finished: trained pair T=0, trained pair T=1, 8B shape; not finished" in md and "): none." in md
+    assert "## Trained pair, T=1" in md and "| 64 |" in md and "Offline acceptance estimate failed" in md
+    assert "- `dflash: WARNING dflash_worker_v2.py: falling back to greedy argmax verification.`" in md
+    records = json.loads((out / "results.json").read_text())["records"]
+    assert {r["config"] for r in records} == {"plain", "dflash", "ddtree_b4", "ddtree_b8", "ddtree_b16", "ddtree_b32",
+                                              "ddtree_b64", "8b_dflash", "8b_ddtree"}
+
+    monkeypatch.setattr(sys, "argv", sys.argv + ["--phases", "big", "--out", str(tmp_path / "big-only")])
+    with pytest.raises(SystemExit) as done:
+        bench_e2e.main()
+    assert done.value.code == 0
+    records = json.loads((tmp_path / "big-only" / "results.json").read_text())["records"]
+    assert {r["config"] for r in records} == {"8b_dflash", "8b_ddtree"}
+    assert "Phases finished: 8B shape;" in (tmp_path / "big-only" / "benchmarks.md").read_text()
+
+
+def test_worker_watchdog_reports_a_dead_engine_child(tmp_path: Path) -> None:
+    """An engine child process that dies makes bench_worker reply with the error and exit, instead
+    of the coordinator waiting out a timeout (SGLang's Engine can wait forever on a dead scheduler)."""
+    import os
+    import subprocess
+
+    script = tmp_path / "dies.py"
+    script.write_text(
+        "import multiprocessing, os, sys, time\n"
+        f"sys.path.insert(0, {str(REPO / 'scripts')!r})\n"
+        "import bench_worker, threading\n"
+        "def child():\n    os._exit(3)\n"
+        "if __name__ == '__main__':\n"
+        "    bench_worker.watch_children(int(sys.argv[1]), 'x', threading.Event())\n"
+        "    multiprocessing.Process(target=child, name='scheduler_0').start()\n"
+        "    time.sleep(30)\n")
+    r, w = os.pipe()
+    t0 = time.time()
+    proc = subprocess.run([sys.executable, str(script), str(w)], pass_fds=(w,), timeout=60)
+    os.close(w)
+    reply = json.loads(os.read(r, 65536).decode().splitlines()[0])
+    assert proc.returncode == 1 and time.time() - t0 < 20
+    assert reply == {"ready": False, "name": "x", "error": "engine child process died: scheduler_0 (exit 3)"}

@@ -1,0 +1,108 @@
+"""scripts/train_pair.py at its CPU-sized preset, checked against SGLang 0.5.15's own DFlash draft.
+
+The GPU run trains the real pair; here the tiny preset runs every step (tokenizer, target,
+drafter, offline estimate, saving) in the release's CPU venv, twice with one seed (same bytes) and
+once with another (different bytes), and SGLang's `DFlashDraftModel` must parse the drafter's
+config, load every weight, and compute the same block function as our training module
+(tests/cpu_serverargs/pair_load_probe.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cpu_serverargs.venv_builder import ensure_venv
+from tests.sglang_releases import release_metadata
+
+REPO = Path(__file__).resolve().parent.parent
+VERSION = "0.5.15"
+
+
+@pytest.fixture(scope="module")
+def venv(release_site) -> tuple[Path, Path]:
+    site = release_site(VERSION)
+    return ensure_venv(VERSION, release_metadata(site, VERSION)), site
+
+
+def _train(python: Path, out: Path, seed: int) -> dict:
+    done = subprocess.run(
+        [str(python), str(REPO / "scripts" / "train_pair.py"), str(out), "--preset", "tiny", "--device", "cpu",
+         "--seed", str(seed)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return json.loads((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def trained(venv, tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("pair") / "seed0"
+    return out, _train(venv[0], out, 0)
+
+
+def test_pair_layout_and_manifest(trained) -> None:
+    out, manifest = trained
+    draft_cfg = json.loads((out / "draft" / "config.json").read_text())
+    assert draft_cfg["architectures"] == ["DFlashDraftModel"]
+    assert draft_cfg["dflash_config"]["mask_token_id"] == 1
+    assert json.loads((out / "target" / "config.json").read_text())["architectures"] == ["Qwen3ForCausalLM"]
+    assert json.loads((out / "target" / "tokenizer_config.json").read_text())["mask_token"] == "<|MASK|>"
+    assert manifest["draft"]["steps_done"] == manifest["draft"]["steps_planned"]
+    est = manifest["held_out_estimate"]
+    assert est["dflash_tokens_per_round"] >= 1.0 and set(est["ddtree_tokens_per_round"]) == {"4", "8", "16", "32", "64"}
+    assert all(v >= 1.0 for v in est["ddtree_tokens_per_round"].values())
+    assert set(manifest["sha256"]) == {"draft/model.safetensors", "target/model.safetensors"}
+
+
+def test_same_seed_same_bytes_other_seed_other_bytes(venv, trained, tmp_path) -> None:
+    _, first = trained
+    assert _train(venv[0], tmp_path / "again", 0)["sha256"] == first["sha256"]
+    other = _train(venv[0], tmp_path / "seed1", 1)["sha256"]
+    assert all(other[k] != first["sha256"][k] for k in other)
+
+
+def test_sglang_loads_the_pair_and_its_draft_matches_the_training_module(venv, trained) -> None:
+    python, site = venv
+    out, _ = trained
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "SGLANG_USE_CPU_ENGINE": "1"}
+    done = subprocess.run(
+        [str(python), str(REPO / "tests" / "cpu_serverargs" / "pair_load_probe.py"), str(REPO), str(out)],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["block_size"] == 4 and report["mask_token_id"] == 1
+    assert report["target_layer_ids"] == [0, 1] and report["num_context_features"] == 2
+    assert report["not_loaded"] == [] and report["target_not_loaded"] == [] and report["target_params"] > 5
+    assert report["max_abs_diff"] < 1e-4 * max(1.0, report["max_abs"])
+
+
+def test_the_benchmark_report_describes_the_pair(trained) -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import bench_e2e
+
+    out, manifest = trained
+    notes = " ".join(bench_e2e.pair_notes(out))
+    assert f"{manifest['draft']['steps_done']} steps" in notes and "DDTree by budget {'4':" in notes
+
+
+def test_preset_overrides_parse_as_the_field_type_and_refuse_unknown_fields() -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import train_pair
+
+    p = train_pair.with_overrides(train_pair.PRESETS["gpu"], ["draft_steps=10", "target_layer_ids=1,2",
+                                                              "draft_lr=1e-3", "max_files=5"])
+    assert (p.draft_steps, p.target_layer_ids, p.draft_lr, p.max_files) == (10, [1, 2], 1e-3, 5)
+    assert train_pair.PRESETS["gpu"].draft_steps == 3000  # the preset itself is untouched
+    for bad, msg in (("nope=1", "FIELD one of"), ("draft_steps=x", "invalid literal"), ("draft_steps", "FIELD=VALUE")):
+        with pytest.raises(SystemExit, match=msg):
+            train_pair.with_overrides(train_pair.PRESETS["gpu"], [bad])

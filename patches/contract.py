@@ -1,18 +1,22 @@
 """Does a DDTree worker adapter fit the installed SGLang's worker contract? Read from source.
 
-SGLang changes how its scheduler calls the speculative worker between releases (0.5.17 added
-`grammar_barrier=`, 0.5.19 `pp_proxy_tensors=`), and DDTree's adapters subclass DFlash's worker
-and use its internals. A check of member names misses a new keyword, so this reads the release's
+SGLang changes how it calls the speculative worker between releases (0.5.17 added
+`grammar_barrier=`, 0.5.19 `pp_proxy_tensors=`), and DDTree's adapters subclass DFlash's classes
+and use their internals. A check of member names misses a new keyword, so this reads the release's
 own source (`ast`, importing nothing: it runs in a CPU tree without torch as well as in the server)
-and checks one adapter class against its base:
-- every method the adapter overrides accepts every parameter the base's method takes, with the
+and checks each class of an adapter (v2: the worker; v1: the worker and its verify input) against
+the DFlash class it subclasses:
+- every method the class overrides accepts every parameter the base's method takes, with the
   same optionality, and requires nothing the base does not;
-- every call of `model_worker.<entry>` (the adapter's receiver) in the scheduler's modules (`srt/managers/`) binds to the
-  adapter's entry point: its positional count and every keyword, including the keys of a
-  `**kwargs` dict built in the calling function;
-- every base method the adapter calls (`self.x(...)` it does not define, `super().x(...)`) exists
+- every call the release makes to an overridden method binds to the override: the scheduler's
+  (`srt/managers/`) and DFlash's calls on the names it holds such an object by (`model_worker`,
+  `verify_input`, ...), and the base class's own `self.m(...)` calls; positional count and every
+  keyword, including the keys of a `**kwargs` dict built in the calling function;
+- every hook (an override through which DDTree changes the round) is still called by the release:
+  one it no longer calls would leave DDTree silently bypassed;
+- every base method the class calls (`self.x(...)` it does not define, `super().x(...)`) exists
   and accepts the arguments given;
-- every `self.<attr>` the adapter reads and does not set is set or defined by the base (or the
+- every `self.<attr>` the class reads and does not set is set or defined by the base (or the
   base's own bases), not reached through the base's `__getattr__` delegation.
 The server runs `problems` when it creates the DDTree worker and refuses DDTREE with one message;
 `ddtree-patch apply` runs it on the patched tree and prints the same findings as a warning.
@@ -24,26 +28,41 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CALLER_DIR = "sglang/srt/managers"  # modules that call the speculative worker's entry point
+CALLER_DIR = "sglang/srt/managers"  # the scheduler's modules, which call the speculative worker
 
 
 @dataclass(frozen=True)
 class Adapter:
-    """A DDTree worker class and the DFlash worker class it subclasses (dotted module names)."""
+    """A DDTree class and the DFlash class it subclasses (dotted module names), with how the
+    release reaches it; `companions` are the adapter's other classes, checked alike."""
 
     module: str
     name: str
     base_module: str
     base_name: str
-    entry: str = "forward_batch_generation"
-    receiver: str = "model_worker"  # the scheduler's attribute holding the speculative worker
+    hooks: tuple[str, ...] = ("forward_batch_generation",)  # overrides the release must still call
+    receivers: tuple[str, ...] = ("model_worker", "draft_worker")  # names the release calls it by
+    companions: tuple[Adapter, ...] = ()
+
+    def family(self) -> tuple[Adapter, ...]:
+        return (self, *self.companions)
 
 
 V2 = Adapter(
     "sglang.srt.speculative.ddtree.worker_v2", "DDTreeWorkerV2",
     "sglang.srt.speculative.dflash_worker_v2", "DFlashWorkerV2",
 )  # fmt: skip
-ADAPTERS = (V2,)
+V1 = Adapter(
+    "sglang.srt.speculative.ddtree.worker_v1", "DDTreeWorkerV1",
+    "sglang.srt.speculative.dflash_worker", "DFlashWorker",
+    hooks=("_prepare_for_speculative_decoding", "_greedy_sample_from_vocab_parallel_head"),
+    companions=(Adapter(
+        "sglang.srt.speculative.ddtree.worker_v1", "DDTreeVerifyInputV1",
+        "sglang.srt.speculative.dflash_info", "DFlashVerifyInput",
+        hooks=("verify",), receivers=("verify_input",),
+    ),),
+)  # fmt: skip
+ADAPTERS = (V2, V1)  # `adapter_for` picks the first whose base module the install ships
 
 
 def site_root() -> Path:
@@ -187,8 +206,11 @@ class ClassInfo:
     def method(self, name: str) -> tuple[ClassInfo, ast.FunctionDef | ast.AsyncFunctionDef] | None:
         return next(((c, c.methods[name]) for c in self.mro() if name in c.methods), None)
 
+    def defines_here(self, name: str) -> bool:
+        return name in self.methods or name in self.attrs
+
     def defines(self, name: str) -> bool:
-        return any(name in c.methods or name in c.attrs for c in self.mro())
+        return any(c.defines_here(name) for c in self.mro())
 
 
 def _parse(path: Path) -> ast.Module:
@@ -265,14 +287,16 @@ def load_class(root: Path, module: str, name: str, _seen: frozenset[str] = froze
     return info
 
 
-# --- the scheduler's calls ----------------------------------------------------------------------
+# --- the release's calls ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class CallSite:
+    method: str
     where: str  # path:line, relative to the site root
     positional: int | None  # None: a *starred argument
     keywords: frozenset[str]
+    complete: bool  # no `*x` / `**x`: every argument is named here
     unresolved: str | None = None  # why the keywords could not all be read
 
 
@@ -314,23 +338,38 @@ def _kwargs_keys(function: ast.AST, name: str) -> tuple[set[str], str | None]:
     return keys, None
 
 
-def caller_sites(root: Path, entry: str, receiver: str) -> list[CallSite]:
-    """Every `<...>.<receiver>.<entry>(...)` call in the scheduler's modules."""
+def _class_functions(tree: ast.Module, name: str) -> set[int]:
+    """ids of the functions inside the module's class `name` (where `self` is that class)."""
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    return set() if node is None else {id(n) for n in ast.walk(node) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def release_calls(root: Path, adapter: Adapter, methods: set[str], family: tuple[Adapter, ...]) -> list[CallSite]:
+    """The release's calls of `methods` on an `adapter` object: in the scheduler's modules and the
+    modules of the `family`'s bases, on a name in `adapter.receivers` (`x.model_worker.m(...)`,
+    `verify_input.m(...)`), and the base class's own `self.m(...)`."""
+    files = set((root / CALLER_DIR).rglob("*.py"))
+    files |= {f for f in (module_file(root, a.base_module) for a in family) if f is not None}
     sites = []
-    needle = f"{receiver}.{entry}"
-    for path in sorted((root / CALLER_DIR).rglob("*.py")):
+    for path in sorted(files):
         text = path.read_text(encoding="utf-8")
-        if needle not in text:
+        if not any(f".{m}" in text for m in methods):
             continue
         tree = ast.parse(text, filename=str(path))
+        own = _class_functions(tree, adapter.base_name) if path == module_file(root, adapter.base_module) else set()
+        seen: set[int] = set()
         for function in ast.walk(tree):
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for call in ast.walk(function):
-                if not (
-                    isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == entry
-                    and isinstance(call.func.value, ast.Attribute) and call.func.value.attr == receiver
+                if id(call) in seen or not (
+                    isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in methods
                 ):
+                    continue
+                seen.add(id(call))
+                value = call.func.value
+                named = value.attr if isinstance(value, ast.Attribute) else value.id if isinstance(value, ast.Name) else None
+                if not (named in adapter.receivers or (named == "self" and id(function) in own)):
                     continue
                 where = f"{path.relative_to(root).as_posix()}:{call.lineno}"
                 starred = any(isinstance(a, ast.Starred) for a in call.args)
@@ -344,7 +383,9 @@ def caller_sites(root: Path, entry: str, receiver: str) -> list[CallSite]:
                     more, why = _kwargs_keys(function, k.value.id)
                     keywords |= more
                     unresolved = unresolved or why
-                sites.append(CallSite(where, None if starred else len(call.args), frozenset(keywords), unresolved))
+                complete = not starred and all(k.arg for k in call.keywords)
+                sites.append(CallSite(call.func.attr, where, None if starred else len(call.args),
+                                      frozenset(keywords), complete, unresolved))
     return sites
 
 
@@ -381,7 +422,14 @@ def _self_reads(adapter: ClassInfo) -> dict[str, int]:
 
 
 def problems(adapter: Adapter, root: Path) -> list[str]:
-    """Every way `adapter` does not fit the install at `root` (empty: it fits)."""
+    """Every way `adapter` (each class of its family) does not fit the install at `root` (empty: it fits)."""
+    found: list[str] = []
+    for member in adapter.family():
+        found += _class_problems(member, root, adapter.family())
+    return sorted(set(found), key=found.index)
+
+
+def _class_problems(adapter: Adapter, root: Path, family: tuple[Adapter, ...]) -> list[str]:
     mine = load_class(root, adapter.module, adapter.name)
     base = load_class(root, adapter.base_module, adapter.base_name)
     if mine is None:
@@ -389,31 +437,37 @@ def problems(adapter: Adapter, root: Path) -> list[str]:
     if base is None:
         return [f"{adapter.base_module}.{adapter.base_name} is not in this SGLang"]
     found: list[str] = []
+    theirs = {(c.path, c.name) for c in base.mro()}
+    ours = [c for c in mine.mro() if (c.path, c.name) not in theirs]  # the adapter and its own bases
     label = f"{adapter.name}.{{}} vs {base.name}.{{}}"
 
+    overridden = {}
     for name, fn in sorted(mine.methods.items()):
         owner = base.method(name)
         if owner is None or name.startswith("__") and name != "__init__":
             continue
         found += [f"{label.format(name, name)}: {p}" for p in overrides_fit(Signature.of(fn), Signature.of(owner[1]))]
+        if name != "__init__":
+            overridden[name] = Signature.of(fn)
 
-    if adapter.entry not in mine.methods:
-        found.append(f"{adapter.name} does not define {adapter.entry}")
-    else:
-        entry = Signature.of(mine.methods[adapter.entry])
-        sites = caller_sites(root, adapter.entry, adapter.receiver)
-        if not sites:
-            found.append(f"no call of `{adapter.receiver}.{adapter.entry}` in {CALLER_DIR}: the scheduler's call moved")
-        for site in sites:
-            if site.unresolved:
-                found.append(f"scheduler call at {site.where}: cannot read its keywords ({site.unresolved})")
-            found += [
-                f"scheduler call at {site.where} {p} ({adapter.name}.{adapter.entry})"
-                for p in call_fits(entry, site.positional, set(site.keywords), complete=False)
-            ]
+    found += [f"{adapter.name} does not override {base.name}.{hook}" for hook in adapter.hooks if hook not in overridden]
+    sites = release_calls(root, adapter, set(overridden), family)
+    for site in sites:
+        if site.unresolved:
+            found.append(f"call at {site.where}: cannot read its keywords ({site.unresolved})")
+        found += [
+            f"call at {site.where} {p} ({adapter.name}.{site.method})"
+            for p in call_fits(overridden[site.method], site.positional, set(site.keywords), site.complete)
+        ]
+    called = {site.method for site in sites}
+    found += [
+        f"no call of {base.name}.{hook} on `self` or `{'` / `'.join(adapter.receivers)}` in {CALLER_DIR} or "
+        f"DFlash's modules: the release no longer calls it, so {adapter.name}.{hook} would be bypassed"
+        for hook in adapter.hooks if hook in overridden and hook not in called
+    ]
 
     for name, call, via_super in _calls_on_base(mine):
-        if not via_super and (name in mine.methods or name in mine.attrs):
+        if not via_super and any(c.defines_here(name) for c in ours):
             continue
         owner = base.method(name)
         if owner is None:
@@ -429,10 +483,10 @@ def problems(adapter: Adapter, root: Path) -> list[str]:
         ]
 
     for name, line in sorted(_self_reads(mine).items()):
-        if name in mine.methods or name in mine.attrs or base.defines(name):
+        if any(c.defines_here(name) for c in ours) or base.defines(name):
             continue
         found.append(f"{adapter.name} reads self.{name} (line {line}), which {base.name} neither sets nor defines")
-    return sorted(set(found), key=found.index)
+    return found
 
 
 def refusal(problems_found: list[str], version: str) -> str:

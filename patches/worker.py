@@ -1,57 +1,38 @@
 """Entry point the patched `SpeculativeAlgorithm.create_worker` calls for DDTREE.
 
-DDTree subclasses the installed SGLang's DFlash worker, so the DDTree worker differs per DFlash
-worker family. One adapter per family, chosen by what the installed SGLang ships:
-- spec-v2 (`dflash_worker_v2.DFlashWorkerV2`, SGLang 0.5.15+): `worker_v2`, once
-  `contract.problems` finds that it fits the installed release's worker contract.
-- v1 (`dflash_worker.DFlashWorker`, SGLang 0.5.11-0.5.13): `worker_v1`.
+DDTree subclasses the installed SGLang's DFlash classes, so the DDTree worker differs per DFlash
+worker family. One adapter per family (`contract.ADAPTERS`), chosen by what the installed SGLang
+ships, and used only once `contract.problems` finds that it fits the installed release:
+- spec-v2 (`dflash_worker_v2.DFlashWorkerV2`, SGLang 0.5.15+): `worker_v2.DDTreeWorkerV2`.
+- v1 (`dflash_worker.DFlashWorker`, SGLang 0.5.11-0.5.13): `worker_v1.DDTreeWorkerV1`.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 from typing import Any
 
 
 class UnsupportedSGLangError(RuntimeError):
-    """The installed SGLang has no DDTree adapter for its DFlash worker."""
-
-
-def _has_module(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:
-        return False
+    """The installed SGLang has no DDTree adapter for its DFlash worker, or the adapter does not fit."""
 
 
 def worker_class(server_args: Any) -> type:
     """The DDTree worker class for the installed SGLang (`create_worker` returns a class)."""
-    if _has_module("sglang.srt.speculative.dflash_worker_v2"):
-        from sglang.srt.speculative.ddtree import contract
+    from sglang.srt.speculative.ddtree import contract
 
-        # Before importing the adapter: a release whose worker contract drifted is refused here,
-        # at start, with one message, instead of failing inside a batch.
-        drift = contract.problems(contract.V2, contract.site_root())
-        if drift:
-            raise UnsupportedSGLangError(contract.refusal(drift, _sglang_version()))
-        from sglang.srt.speculative.ddtree.worker_v2 import DDTreeWorkerV2
-
-        return DDTreeWorkerV2
-    if _has_module("sglang.srt.speculative.dflash_worker"):
-        from sglang.srt.speculative.ddtree.worker_v1 import OVERRIDDEN_BASE_METHODS, DDTreeWorkerV1
-        from sglang.srt.speculative.dflash_worker import DFlashWorker
-
-        missing = [m for m in OVERRIDDEN_BASE_METHODS if not hasattr(DFlashWorker, m)]
-        if missing:
-            raise UnsupportedSGLangError(
-                "DDTREE's DFlashWorker adapter hooks DFlashWorker."
-                + ", DFlashWorker.".join(missing)
-                + f", which this SGLang ({_sglang_version()}) does not have."
-            )
-        return DDTreeWorkerV1
-    raise UnsupportedSGLangError(
-        f"DDTREE needs SGLang's DFlash worker, and SGLang {_sglang_version()} has none."
-    )
+    root = contract.site_root()
+    adapter = contract.adapter_for(root)
+    if adapter is None:
+        raise UnsupportedSGLangError(
+            f"DDTREE needs SGLang's DFlash worker, and SGLang {_sglang_version()} has none."
+        )
+    # Before importing the adapter: a release whose worker contract drifted is refused here,
+    # at start, with one message, instead of failing inside a batch.
+    drift = contract.problems(adapter, root)
+    if drift:
+        raise UnsupportedSGLangError(contract.refusal(drift, _sglang_version()))
+    return getattr(importlib.import_module(adapter.module), adapter.name)
 
 
 def _sglang_version() -> str:

@@ -4,7 +4,7 @@ The v1 family runs without the overlap scheduler (DFlash's server-arg validation
 DDTREE too): the worker mutates the running `ScheduleBatch` in place, and the verify input's
 `verify` appends the accepted tokens to each request, frees the unused KV slots and advances the
 sequence lengths. DDTree therefore keeps DFlash's `forward_batch_generation` (prefill, the target
-verify call, Mamba commit, draft-KV materialisation, the result) and changes one round through two
+verify call, Mamba commit, draft-KV materialisation, the result) and changes one round through three
 narrow hooks:
 1. `_greedy_sample_from_vocab_parallel_head` (the draft head): keeps the full draft logits through
    the target lm_head, besides the argmax DFlash's chain draft is built from.
@@ -13,10 +13,14 @@ narrow hooks:
    -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask, slots of positions
    `prefix .. prefix + width`).
 3. `DDTreeVerifyInputV1.verify` (called by DFlash's `forward_batch_generation` with the target's
-   verify logits): posterior per node, `accept_walk`, the accepted tokens appended to each request
+   verify logits): posterior per node (`node_sampling.NodeSampler`, as the spec-v2 adapter:
+   penalties and bias along each node's path, exact sampling; what it cannot do exactly, such as
+   custom logit processors, is refused), `accept_walk`, the accepted tokens appended to each request
    as DFlash does, the accepted nodes' target KV moved to positions `prefix .. prefix + len`, unused
    slots freed, and the accepted nodes' hidden states returned in path order, which DFlash's own
    writer turns into draft KV.
+`contract.V1` names these hooks: the server refuses a release whose DFlash no longer calls them,
+or whose signatures or calls drifted from these overrides (`contract.problems`).
 
 Widths and gates as for the spec-v2 adapter (docs/ddtree-runtime.md): the draft runner sees the
 drafter's block, the target (graphs, attention, KV) the verify width `max(budget + 1, block)`.
@@ -30,16 +34,12 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 
-from sglang.srt.layers.sampler import apply_custom_logit_processor
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree
-from sglang.srt.speculative.ddtree.tree_round import (
-    draft_server_args,
-    move_accepted_kv,
-    path_features,
-    posterior,
-)
+from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, build_tree
+from sglang.srt.speculative.ddtree.kv_move import SlotMover
+from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
+from sglang.srt.speculative.ddtree.tree_round import draft_server_args, move_accepted_kv, path_features
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
@@ -47,23 +47,21 @@ from sglang.srt.speculative.dflash_worker import DFlashWorker
 
 logger = logging.getLogger(__name__)
 
-# DFlashWorker's hooks this adapter overrides; `worker_class` refuses a release that lacks one.
-# ddtree_patch/worker_contract_v1.py checks their signatures (and every other override) statically.
-OVERRIDDEN_BASE_METHODS = ("_prepare_for_speculative_decoding", "_greedy_sample_from_vocab_parallel_head")
-
-
 @dataclass
 class DDTreeVerifyInputV1(DDTreeVerifyInput):
     """The tree's verify input in the v1 contract: DFlash's slot allocation, the tree's accept.
 
-    The worker attaches the tree links and the posterior's settings before the verify pass.
+    The worker attaches the unpadded tree (links for the walk, parents and depths for the
+    posterior) and its round objects before the verify pass.
     """
 
-    first_child: Optional[torch.Tensor] = None
-    next_sibling: Optional[torch.Tensor] = None
+    tree: Optional[DraftTree] = None
     tree_size: int = 1
     max_depth: int = 0
     generator: Optional[torch.Generator] = None
+    sampler: Optional[NodeSampler] = None
+    sampling_backend: Optional[str] = None
+    slot_mover: Optional[SlotMover] = None
 
     def prepare_for_verify(self, batch: ScheduleBatch, page_size: int, *, build_custom_mask: bool = True):
         """DFlash's slot allocation for `draft_token_num` tokens per request, keeping the tree mask.
@@ -86,23 +84,26 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         bs, width = batch.batch_size(), int(self.draft_token_num)
         logits = logits_output.next_token_logits
         device = logits.device
-        _adjust_verify_logits(batch.sampling_info, logits, bs, width)
-        node_logits = logits.view(bs, width, -1)[:, : self.tree_size]
-        node_tokens = posterior(node_logits, batch.sampling_info, self.generator)
-        tree_tokens = self.draft_token.view(bs, width)[:, : self.tree_size]
+        tree, n = self.tree, self.tree_size
+        node_logits = logits.view(bs, width, -1)[:, :n]
+        tree_tokens = self.draft_token.view(bs, width)[:, :n]  # root = the bonus token
+        positions = batch.seq_lens.to(torch.int64)[:, None] + tree.depth[:, :n]
+        node_tokens = self.sampler.posterior(
+            node_logits, batch, tree_tokens, tree.parent[:, :n], positions, self.max_depth,
+            tree_tokens[:, 0], self.generator, self.sampling_backend,
+        )
         accepted_idx, accept_len, _ = accept_walk(
-            tree_tokens, self.first_child, self.next_sibling, node_tokens, max_depth=self.max_depth
+            tree_tokens, tree.first_child, tree.next_sibling, node_tokens, max_depth=self.max_depth
         )
         path_tokens = node_tokens.gather(1, accepted_idx.clamp(min=0))  # [d1 .. d_len, bonus]
         packed = torch.cat([path_tokens, (accept_len + 1).to(path_tokens.dtype)[:, None]], dim=1).cpu()
         commit_lens_cpu, bonus_cpu = _append_to_requests(batch.reqs, packed)
         num_correct_drafts_per_req_cpu = [max(0, n - 1) for n in commit_lens_cpu]
         commit_lens = torch.tensor(commit_lens_cpu, dtype=torch.int32, device=device)
+        self.sampler.committed(batch, path_tokens, commit_lens)
 
         cache_loc_2d = batch.out_cache_loc.view(bs, width).to(torch.int64)
-        move_accepted_kv(
-            batch.token_to_kv_pool_allocator.get_kvcache(), accepted_idx, accept_len, cache_loc_2d, self.tree_size
-        )
+        move_accepted_kv(self.slot_mover, accepted_idx, accept_len, cache_loc_2d, n)
         keep = torch.arange(width, device=device)[None, :] < commit_lens[:, None]
         batch.token_to_kv_pool_allocator.free(batch.out_cache_loc.view(bs, width)[~keep])
         batch.out_cache_loc = batch.out_cache_loc.view(bs, width)[keep]
@@ -123,20 +124,6 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         logits_output.hidden_states = None
         new_bonus_tokens = torch.tensor(bonus_cpu, dtype=torch.int64, device=device)
         return new_bonus_tokens, commit_lens, next_target_hidden, num_correct_drafts_per_req_cpu
-
-
-def _adjust_verify_logits(sampling_info: Any, logits: torch.Tensor, bs: int, width: int) -> None:
-    """Custom logit processors, penalties and logit bias on every verify row, as DFlash's verify."""
-    if sampling_info is None:
-        return
-    if len(sampling_info) != bs:
-        raise RuntimeError(f"DDTREE verify sampling_info size mismatch: {len(sampling_info)} vs bs={bs}.")
-    if sampling_info.has_custom_logit_processor:
-        apply_custom_logit_processor(logits, sampling_info, num_tokens_in_batch=width)
-    if sampling_info.penalizer_orchestrator.is_required or sampling_info.logit_bias is not None:
-        linear = torch.zeros((bs, logits.shape[1]), dtype=torch.float32, device=logits.device)
-        sampling_info.apply_logits_bias(linear)
-        logits.add_(torch.repeat_interleave(linear, width, dim=0))
 
 
 def _append_to_requests(reqs: list, packed: torch.Tensor) -> Tuple[List[int], List[int]]:
@@ -175,7 +162,8 @@ class DDTreeWorkerV1(DFlashWorker):
                 "DDTREE server args were not validated: speculative_ddtree_budget is unset "
                 "(validate_ddtree_server_args must run after DFlash's validation)."
             )
-        super().__init__(draft_server_args(server_args), *args, **kwargs)
+        block = int(server_args.speculative_dflash_block_size or server_args.speculative_num_draft_tokens)
+        super().__init__(draft_server_args(server_args, block), *args, **kwargs)
         _check_target_graphs(self.target_worker.model_runner)
         self.budget = int(server_args.speculative_ddtree_budget)
         self.topk = int(server_args.speculative_ddtree_topk)
@@ -186,6 +174,10 @@ class DDTreeWorkerV1(DFlashWorker):
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(server_args.random_seed or 0))
         self._pending_draft_logits: Optional[torch.Tensor] = None
+        req_to_token_pool, _ = self.target_worker.get_memory_pool()  # as DFlash's v1 __init__ reaches it
+        self._node_sampler = NodeSampler(req_to_token_pool.req_to_token.shape[0], self.device)
+        self._sampling_backend = getattr(server_args, "sampling_backend", None)
+        self._slot_mover: Optional[SlotMover] = None  # built on first use, from the batch's pool
         if self.tp_rank == 0:
             logger.info(
                 "DDTREE worker (v1): budget=%d topk=%d draft block=%d verify width=%d",
@@ -221,14 +213,15 @@ class DDTreeWorkerV1(DFlashWorker):
         chain = batch.spec_info
         bs = batch.batch_size()
         tree = build_tree(draft_logits.view(bs, self.block_size - 1, -1), self.budget, self.topk)
-        first_child, next_sibling = tree.first_child, tree.next_sibling
-        tree = pad_tree(tree, self.verify_width)
         verify_input = DDTreeVerifyInputV1.from_tree(
-            tree, chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens, int(batch.seq_lens_cpu.sum())
+            pad_tree(tree, self.verify_width), chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens,
+            int(batch.seq_lens_cpu.sum()),
         )
-        verify_input.first_child, verify_input.next_sibling = first_child, next_sibling
-        verify_input.tree_size, verify_input.max_depth = self.tree_size, self.max_commit - 1
-        verify_input.generator = self._sample_generator
+        if self._slot_mover is None:
+            self._slot_mover = SlotMover(batch.token_to_kv_pool_allocator.get_kvcache())
+        verify_input.tree, verify_input.tree_size, verify_input.max_depth = tree, self.tree_size, self.max_commit - 1
+        verify_input.generator, verify_input.sampler = self._sample_generator, self._node_sampler
+        verify_input.sampling_backend, verify_input.slot_mover = self._sampling_backend, self._slot_mover
         # DFlash allocated `block` slots per request for its chain; the tree takes its own width.
         batch.token_to_kv_pool_allocator.free(batch.out_cache_loc)
         verify_input.prepare_for_verify(batch, self.page_size)

@@ -37,7 +37,6 @@ scheduler's host sequence lengths plus one round of lag.
 
 from __future__ import annotations
 
-import copy
 import inspect
 import logging
 from contextlib import contextmanager
@@ -50,14 +49,10 @@ from sglang.srt.managers.scheduler import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
-from sglang.srt.speculative.ddtree.kernels import (
-    accept_walk,
-    build_tree,
-    commit_slots,
-    gather_accepted,
-)
+from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
+from sglang.srt.speculative.ddtree.tree_round import draft_server_args, move_accepted_kv, path_features
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
@@ -66,20 +61,6 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 logger = logging.getLogger(__name__)
 
 _WIDTH_SOURCE = "ddtree: draft runner width"
-
-
-def draft_server_args(server_args: ServerArgs, block: int) -> ServerArgs:
-    """A private copy of `server_args` as the draft runner must see them: width = the block.
-
-    From 0.5.17 a resolved ServerArgs refuses assignment (it is the process-wide record); the copy
-    is not that record, so it is written through the class's own base setter, which the record's
-    guard itself calls. (0.5.19+ workers read the width from `get_spec()`: see `published_width`.)
-    """
-    draft_args = copy.copy(server_args)
-    # A cached_property computed from the target width would otherwise travel with the copy.
-    getattr(draft_args, "__dict__", {}).pop("max_speculative_num_draft_tokens", None)
-    super(type(draft_args), draft_args).__setattr__("speculative_num_draft_tokens", block)
-    return draft_args
 
 
 def resolved_view(server_args: ServerArgs):
@@ -352,22 +333,14 @@ class DDTreeWorkerV2(DFlashWorkerV2):
 
     def _commit_target_kv(self, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
         """Move the accepted nodes' target KV to their path positions; returns those slots [bs, L]."""
-        path_len = accepted_idx.shape[1]
-        keep_loc, _ = commit_slots(accepted_idx, accept_len, cache_loc_2d[:, : self.tree_size])
-        path_slots = cache_loc_2d[:, :path_len].contiguous()
-        # Node i sits at depth i of the path and its index is >= i, so no source is overwritten
-        # before it is read; unused entries (-1) and slots already in place are not moved.
         if self._slot_mover is None:
-            kv_cache = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
-            self._slot_mover = SlotMover(kv_cache)
-        self._slot_mover.move(path_slots, keep_loc)
-        return path_slots
+            self._slot_mover = SlotMover(self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache())
+        return move_accepted_kv(self._slot_mover, accepted_idx, accept_len, cache_loc_2d, self.tree_size)
 
     def _commit_draft_kv(self, hidden, accepted_idx, commit_lens, path_slots, prefix_lens) -> None:
         """Draft context for the committed positions from the accepted nodes' target features."""
         bs, path_len = accepted_idx.shape
-        node_hidden = hidden.view(bs, self.verify_width, -1)[:, : self.tree_size]
-        path_hidden = gather_accepted(node_hidden, accepted_idx)
+        path_hidden = path_features(hidden, accepted_idx, self.verify_width, self.tree_size)
         positions = prefix_lens.to(torch.int64)[:, None] + self._width_offsets[:path_len]
         self._append_target_hidden_to_draft_kv_by_loc(
             target_hidden=path_hidden.reshape(bs * path_len, -1),

@@ -1,19 +1,22 @@
 """The DDTree worker adapters against each release's own worker contract (patches/contract.py).
 
 Fast tests: the checker on small class/scheduler sources, so each kind of drift it must catch is
-caught. Slow test: every release with DFLASH installed from the index, `apply`'d into a `--target`
+caught. Slow tests: every release with DFLASH installed from the index, `apply`'d into a `--target`
 site, and the check the server runs at worker creation run on that patched tree (static: ast of
-the release's scheduler call sites and DFlash worker methods, no torch).
+the release's call sites and DFlash classes, no torch) -- the v2 adapter on 0.5.14+, the v1 adapter
+(worker and verify input) on 0.5.11-0.5.13; and drift planted into a patched tree is caught.
 """
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from ddtree_patch.data.releases import WITH_DFLASH
 from ddtree_patch.locate import locate
@@ -25,6 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 # 0.5.14's DFlashDraftInputV2 carries `verified_id` plus verify-done events where 0.5.15+ carries
 # `bonus_tokens`: a different state contract, refused at start rather than guessed at.
 KNOWN_DRIFT = {"0.5.14": "_make_next_draft_input_decode: it passes `bonus_tokens=`"}
+V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
 
 BASE = '''
 class Root:
@@ -90,7 +94,7 @@ def test_a_fitting_adapter_has_no_problems(tmp_path):
 def test_a_scheduler_keyword_from_a_kwargs_dict_is_caught(tmp_path):
     scheduler = SCHEDULER.replace('kwargs["on_publish"] = print', 'kwargs["on_publish"] = print\n        kwargs["pp_proxy_tensors"] = None')
     found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, scheduler=scheduler))
-    assert found == ["scheduler call at sglang/srt/managers/scheduler.py:9 passes `pp_proxy_tensors=`, "
+    assert found == ["call at sglang/srt/managers/scheduler.py:9 passes `pp_proxy_tensors=`, "
                      "which it does not take (Tree.forward_batch_generation)"]
 
 
@@ -111,7 +115,9 @@ def test_an_optional_base_parameter_made_required_is_caught(tmp_path):
     adapter = ADAPTER.replace("on_publish=None, grammar_barrier=None):", "on_publish=None, *, grammar_barrier):")
     found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, adapter=adapter))
     assert found == ["Tree.forward_batch_generation vs Worker.forward_batch_generation: "
-                     "requires `grammar_barrier`, which the base's `grammar_barrier` makes optional"]
+                     "requires `grammar_barrier`, which the base's `grammar_barrier` makes optional",
+                     "call at sglang/srt/managers/scheduler.py:9 does not pass the required `grammar_barrier` "
+                     "(Tree.forward_batch_generation)"]
 
 
 def test_a_renamed_base_method_keyword_is_caught(tmp_path):
@@ -130,23 +136,135 @@ def test_a_vanished_base_method_or_attribute_is_caught(tmp_path):
 
 def test_no_scheduler_call_is_a_problem_not_a_pass(tmp_path):
     found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, scheduler="class Scheduler:\n    pass\n"))
-    assert found == ["no call of `model_worker.forward_batch_generation` in sglang/srt/managers: "
-                     "the scheduler's call moved"]
+    assert found == ["no call of Worker.forward_batch_generation on `self` or `model_worker` / `draft_worker` in "
+                     "sglang/srt/managers or DFlash's modules: the release no longer calls it, so "
+                     "Tree.forward_batch_generation would be bypassed"]
+
+
+# A v1-shaped family: DFlash's worker calls its own hook and its verify input's `verify`; the
+# adapter overrides both (the verify input as a companion class, reached as `verify_input`).
+V1_BASE = '''
+class Info:
+    def verify(self, *, batch, logits_output, page_size):
+        return batch
+
+
+class Worker:
+    def forward_batch_generation(self, batch):
+        self._prepare(batch, None)
+        verify_input = Info()
+        return verify_input.verify(batch=batch, logits_output=None, page_size=self.page_size)
+
+    def _prepare(self, batch, draft_input):
+        self.page_size = 1
+'''
+V1_ADAPTER = '''
+from pkg.base import Info, Worker
+
+
+class TreeInfo(Info):
+    def verify(self, *, batch, logits_output, page_size):
+        return super().verify(batch=batch, logits_output=logits_output, page_size=page_size)
+
+
+class Tree(Worker):
+    def _prepare(self, batch, draft_input):
+        super()._prepare(batch, draft_input)
+        return self.page_size
+'''
+V1_SPEC = contract.Adapter(
+    "pkg.tree", "Tree", "pkg.base", "Worker", hooks=("_prepare",),
+    companions=(contract.Adapter("pkg.tree", "TreeInfo", "pkg.base", "Info", hooks=("verify",), receivers=("verify_input",)),),
+)  # fmt: skip
+
+
+def _v1(tmp_path: Path, base: str = V1_BASE, adapter: str = V1_ADAPTER) -> list[str]:
+    return contract.problems(V1_SPEC, _tree(tmp_path, base=base, adapter=adapter, scheduler="class Scheduler:\n    pass\n"))
+
+
+def test_a_fitting_hook_family_has_no_problems(tmp_path):
+    assert _v1(tmp_path) == []
+
+
+def test_a_release_call_to_a_companion_hook_binds_to_the_override(tmp_path):
+    adapter = V1_ADAPTER.replace("def verify(self, *, batch, logits_output, page_size):", "def verify(self, *, batch, logits_output):")
+    assert _v1(tmp_path, adapter=adapter) == [
+        "TreeInfo.verify vs Info.verify: takes no keyword `page_size`, which the base takes",
+        "call at pkg/base.py:11 passes `page_size=`, which it does not take (TreeInfo.verify)",
+    ]
+
+
+def test_a_hook_the_release_no_longer_calls_is_caught(tmp_path):
+    base = V1_BASE.replace("self._prepare(batch, None)", "self._prepare_renamed(batch, None)")
+    assert _v1(tmp_path, base=base) == [
+        "no call of Worker._prepare on `self` or `model_worker` / `draft_worker` in sglang/srt/managers or "
+        "DFlash's modules: the release no longer calls it, so Tree._prepare would be bypassed"
+    ]
+
+
+def test_a_hook_the_adapter_does_not_override_is_caught(tmp_path):
+    adapter = V1_ADAPTER.replace("def _prepare(self, batch, draft_input):", "def _prepare_tree(self, batch, draft_input):")
+    found = _v1(tmp_path, adapter=adapter)
+    assert found[0] == "Tree does not override Worker._prepare", found
+
+
+def test_a_super_call_that_no_longer_binds_is_caught(tmp_path):
+    base = V1_BASE.replace("def _prepare(self, batch, draft_input):", "def _prepare(self, batch, draft_input, *, mode):")
+    found = _v1(tmp_path, base=base)
+    assert "Tree line 12 calls Worker._prepare: it does not pass the required `mode`" in found, found
+    assert "Tree._prepare vs Worker._prepare: takes no keyword `mode`, which the base takes" in found, found
+
+
+def _sig(source: str) -> contract.Signature:
+    return contract.Signature.of(ast.parse(source).body[0])
+
+
+@pytest.mark.parametrize(
+    "base, override, problem",
+    [
+        ("def f(self, a, *, b=1): pass", "def f(self, a, *, b=1): pass", None),
+        ("def f(self, a, *, b=1): pass", "def f(self, a, *args, **kwargs): pass", None),
+        ("def f(self, a, *, b=1): pass", "def f(self, a): pass", "takes no keyword `b`, which the base takes"),
+        ("def f(self, a, *, b=1): pass", "def f(self, a, *, b): pass", "requires `b`, which the base makes optional"),
+        ("def f(self, a, c=2): pass", "def f(self, a): pass", "takes no parameter for the base's `c`"),
+        # A renamed positional fits positional callers; a caller naming it is a call problem (below).
+        ("def f(self, a): pass", "def f(self, x): pass", None),
+        ("def f(self, a): pass", "def f(self, a, *, extra): pass", "requires `extra`, which the base does not take"),
+        ("def f(self, **kw): pass", "def f(self): pass", "takes no **kwargs, which the base takes"),
+    ],
+)
+def test_override_fit(base, override, problem):
+    found = contract.overrides_fit(_sig(override), _sig(base))
+    assert found == ([] if problem is None else [problem])
+
+
+def test_a_call_binds_or_says_why():
+    sig = _sig("def f(self, a, b=1, *, c): pass")
+    assert contract.call_fits(sig, 1, {"c"}, complete=True) == []
+    assert contract.call_fits(sig, 3, {"c"}, complete=True) == ["passes 3 positional arguments, it takes 2"]
+    assert contract.call_fits(sig, 1, {"c", "d"}, complete=True) == ["passes `d=`, which it does not take"]
+    assert contract.call_fits(sig, 0, {"c"}, complete=True) == ["does not pass the required `a`"]
+    assert contract.call_fits(sig, 0, {"c"}, complete=False) == []  # `**x` may carry `a`
+    assert contract.call_fits(_sig("def f(self, x): pass"), 0, {"a"}, complete=True) == [
+        "passes `a=`, which it does not take", "does not pass the required `x`"]
+
+
+def _apply(site: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
+                          capture_output=True, text=True, cwd=REPO, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("version", WITH_DFLASH)
 def test_the_adapter_fits_each_release_after_apply(fresh_release, version):
+    """0.5.11-0.5.13: the v1 adapter fits; 0.5.14: refused (KNOWN_DRIFT); 0.5.15-0.5.23: v2 fits."""
     site = fresh_release(version)
-    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
-                          capture_output=True, text=True, cwd=REPO, timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = _apply(site)
     warnings = contract_warnings(locate(None, site, False))
     adapter = contract.adapter_for(site)
-    if adapter is None:  # 0.5.11-0.5.13 until a v1 adapter is listed in contract.ADAPTERS
-        assert version < "0.5.14" and warnings and "has no worker adapter" in warnings[0], warnings
-        assert "has no worker adapter" in done.stdout
-        return
+    assert adapter is (contract.V1 if Version(version) < Version("0.5.14") else contract.V2), (version, adapter)
     found = contract.problems(adapter, site)
     if version in KNOWN_DRIFT:
         assert found and all(KNOWN_DRIFT[version] in p or "_make_next_draft_input_decode" in p for p in found), found
@@ -154,6 +272,45 @@ def test_the_adapter_fits_each_release_after_apply(fresh_release, version):
         return
     assert found == [], f"{adapter.name} drifted from SGLang {version}:\n" + "\n".join(found)
     assert warnings == () and "warning: DDTREE" not in done.stdout
+
+
+@pytest.mark.slow
+def test_drift_of_the_v1_adapter_is_caught_and_warned(fresh_release):
+    """Each kind of drift planted into a patched 0.5.12 (the adapter's overrides, a super() call,
+    an attribute, DFlash's call of a hook) is found, and `apply`'s warning (worker_fit) names it."""
+    site = fresh_release("0.5.12")
+    _apply(site)
+    assert contract.problems(contract.V1, site) == []
+    adapter = site / "sglang/srt/speculative/ddtree/worker_v1.py"
+    text = adapter.read_text()
+    for old, new in [
+        ("self, *, hidden_states: torch.Tensor, lm_head: Any, chunk_size: int = 256",
+         "self, *, hidden_states: torch.Tensor, lm_head: Any"),
+        ("def verify(\n        self, *, batch: ScheduleBatch, logits_output: Any, page_size: int\n    )",
+         "def verify(self, *, batch: ScheduleBatch, logits_output: Any)"),
+        ("self.use_compact_draft_cache", "self.use_compact_cache"),
+        ("super().prepare_for_verify(batch, page_size, build_custom_mask=False)",
+         "super().prepare_for_verify(batch, page_size, custom_mask=False)"),
+    ]:
+        assert old in text, old
+        text = text.replace(old, new)
+    adapter.write_text(text)
+    release = site / "sglang/srt/speculative/dflash_worker.py"
+    call = "self._prepare_for_speculative_decoding(batch, draft_input)"
+    assert release.read_text().count(call) == 1
+    release.write_text(release.read_text().replace(call, "self._prepare_renamed(batch, draft_input)"))
+
+    drift = "\n".join(contract.problems(contract.V1, site))
+    assert ("DDTreeWorkerV1._greedy_sample_from_vocab_parallel_head vs DFlashWorker._greedy_sample_from_vocab_parallel_head: "
+            "takes no keyword `chunk_size`, which the base takes") in drift, drift
+    assert "DDTreeVerifyInputV1.verify vs DFlashVerifyInput.verify: takes no keyword `page_size`, which the base takes" in drift
+    assert "dflash_worker.py:" in drift and "passes `page_size=`, which it does not take (DDTreeVerifyInputV1.verify)" in drift
+    assert "DDTreeWorkerV1 reads self.use_compact_cache (line" in drift and "which DFlashWorker neither sets nor defines" in drift
+    assert "calls DFlashVerifyInput.prepare_for_verify: it passes `custom_mask=`, which it does not take" in drift
+    assert "the release no longer calls it, so DDTreeWorkerV1._prepare_for_speculative_decoding would be bypassed" in drift
+    warnings = contract_warnings(locate(None, site, False))
+    assert len(warnings) == 1 and "does not fit the worker contract of SGLang 0.5.12" in warnings[0], warnings
+    assert "chunk_size" in warnings[0] and "use_compact_cache" in warnings[0]
 
 
 @pytest.mark.slow

@@ -216,7 +216,8 @@ def construct() -> dict:
     saved = base.__init__, base.init_cuda_graphs
     base.__init__, base.init_cuda_graphs = dflash_init, dflash_graphs
     try:
-        target = types.SimpleNamespace(model_runner=types.SimpleNamespace(decode_cuda_graph_runner=None))
+        pool = types.SimpleNamespace(req_to_token=torch.zeros((4, 1), dtype=torch.int32))  # NodeSampler sizes by it
+        target = types.SimpleNamespace(model_runner=types.SimpleNamespace(decode_cuda_graph_runner=None, req_to_token_pool=pool))
         worker = worker_v2.DDTreeWorkerV2(server_args, target_worker=target)
         worker.init_cuda_graphs()
     finally:

@@ -1,7 +1,8 @@
 """Pieces of one DDTree round that do not depend on the DFlash worker family (v1 or spec-v2).
 
-Each takes plain tensors and SGLang objects every family has (server args, a KV cache with
-`move_kv_cache`, a `SamplingBatchInfo`), so the family adapters differ only in how they reach them.
+Each takes plain tensors and SGLang objects every family has (server args, the target KV pool
+behind a `kv_move.SlotMover`), so the family adapters differ only in how they reach them. Both
+families sample nodes through `node_sampling.NodeSampler`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from typing import Any, Optional
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels import commit_slots, gather_accepted, posterior_tokens
+from sglang.srt.speculative.ddtree.kernels import commit_slots, gather_accepted
+from sglang.srt.speculative.ddtree.kv_move import SlotMover
 
 
 def draft_server_args(server_args: Any) -> Any:
@@ -29,34 +31,19 @@ def draft_server_args(server_args: Any) -> Any:
     return draft_args
 
 
-def posterior(node_logits: torch.Tensor, sampling_info: Any, generator: torch.Generator) -> torch.Tensor:
-    """Target token at every tree node [bs, n]: argmax when all greedy, else a seeded sample."""
-    if sampling_info is None or sampling_info.is_all_greedy:
-        return posterior_tokens(node_logits, None, None, None, None, all_greedy=True)
-    return posterior_tokens(
-        node_logits,
-        sampling_info.temperatures.view(-1),
-        sampling_info.top_ks.view(-1),
-        sampling_info.top_ps.view(-1),
-        generator,
-        filters=bool(sampling_info.need_top_k_sampling or sampling_info.need_top_p_sampling),
-    )
-
-
 def move_accepted_kv(
-    kv_cache: Any, accepted_idx: torch.Tensor, accept_len: torch.Tensor, cache_loc_2d: torch.Tensor, tree_size: int
+    mover: SlotMover, accepted_idx: torch.Tensor, accept_len: torch.Tensor, cache_loc_2d: torch.Tensor, tree_size: int
 ) -> torch.Tensor:
     """Move the accepted nodes' target KV to their path positions; returns those slots [bs, L].
 
     `cache_loc_2d[b, i]` is the slot of position `prefix + i`, where the verify wrote node `i`.
-    Unused path entries copy a slot onto itself; node i sits at depth i of the path and its index is
-    >= i, so no source is overwritten before it is read.
+    Node i sits at depth i of the path and its index is >= i, so no source is overwritten before it
+    is read; unused path entries (-1) and slots already in place are not moved (`SlotMover`).
     """
     path_len = accepted_idx.shape[1]
     keep_loc, _ = commit_slots(accepted_idx, accept_len, cache_loc_2d[:, :tree_size])
     path_slots = cache_loc_2d[:, :path_len].contiguous()
-    src = torch.where(keep_loc >= 0, keep_loc, path_slots)
-    kv_cache.move_kv_cache(path_slots.reshape(-1), src.reshape(-1))
+    mover.move(path_slots, keep_loc)
     return path_slots
 
 

@@ -13,10 +13,14 @@ narrow hooks:
    -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask, slots of positions
    `prefix .. prefix + width`).
 3. `DDTreeVerifyInputV1.verify` (called by DFlash's `forward_batch_generation` with the target's
-   verify logits): posterior per node, `accept_walk`, the accepted tokens appended to each request
-   as DFlash does, the accepted nodes' target KV moved to positions `prefix .. prefix + len`, unused
-   slots freed, and the accepted nodes' hidden states returned in path order, which DFlash's own
-   writer turns into draft KV.
+   verify logits): the target's token at every node with SGLang's sampling semantics
+   (`node_sampling.NodeSampler`, as the spec-v2 adapter: penalties along each node's own path, seeds
+   keyed by position), `accept_walk`, the accepted tokens appended to each request as DFlash does
+   (and counted for the next round's penalties), the accepted nodes' target KV moved to positions
+   `prefix .. prefix + len`, unused slots freed, and the accepted nodes' hidden states returned in
+   path order, which DFlash's own writer turns into draft KV.
+A batch DDTree cannot sample exactly (`unsupported_sampling_reason`) is refused before the round
+touches it.
 
 Widths and gates as for the spec-v2 adapter (docs/ddtree-runtime.md): the draft runner sees the
 drafter's block, the target (graphs, attention, KV) the verify width `max(budget + 1, block)`.
@@ -30,16 +34,12 @@ from typing import Any, List, Optional, Tuple
 
 import torch
 
-from sglang.srt.layers.sampler import apply_custom_logit_processor
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree
-from sglang.srt.speculative.ddtree.tree_round import (
-    draft_server_args,
-    move_accepted_kv,
-    path_features,
-    posterior,
-)
+from sglang.srt.speculative.ddtree.kv_move import SlotMover
+from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
+from sglang.srt.speculative.ddtree.tree_round import draft_server_args, move_accepted_kv, path_features
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
@@ -56,14 +56,18 @@ OVERRIDDEN_BASE_METHODS = ("_prepare_for_speculative_decoding", "_greedy_sample_
 class DDTreeVerifyInputV1(DDTreeVerifyInput):
     """The tree's verify input in the v1 contract: DFlash's slot allocation, the tree's accept.
 
-    The worker attaches the tree links and the posterior's settings before the verify pass.
+    The worker attaches the tree links, its node sampler and KV mover before the verify pass.
     """
 
     first_child: Optional[torch.Tensor] = None
     next_sibling: Optional[torch.Tensor] = None
+    parent: Optional[torch.Tensor] = None
     tree_size: int = 1
     max_depth: int = 0
     generator: Optional[torch.Generator] = None
+    node_sampler: Optional[NodeSampler] = None
+    sampling_backend: Optional[str] = None
+    slot_mover: Optional[SlotMover] = None
 
     def prepare_for_verify(self, batch: ScheduleBatch, page_size: int, *, build_custom_mask: bool = True):
         """DFlash's slot allocation for `draft_token_num` tokens per request, keeping the tree mask.
@@ -83,13 +87,16 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
             return super().verify(batch=batch, logits_output=logits_output, page_size=page_size)
         if page_size != 1:
             raise RuntimeError(f"DDTREE supports --page-size 1 only (got {page_size}).")
-        bs, width = batch.batch_size(), int(self.draft_token_num)
+        bs, width, tree_size = batch.batch_size(), int(self.draft_token_num), self.tree_size
         logits = logits_output.next_token_logits
         device = logits.device
-        _adjust_verify_logits(batch.sampling_info, logits, bs, width)
-        node_logits = logits.view(bs, width, -1)[:, : self.tree_size]
-        node_tokens = posterior(node_logits, batch.sampling_info, self.generator)
-        tree_tokens = self.draft_token.view(bs, width)[:, : self.tree_size]
+        node_logits = logits.view(bs, width, -1)[:, :tree_size]
+        tree_tokens = self.draft_token.view(bs, width)[:, :tree_size]
+        node_positions = self.positions.view(bs, width)[:, :tree_size].to(torch.int64)
+        node_tokens = self.node_sampler.posterior(
+            node_logits, batch, tree_tokens, self.parent, node_positions, self.max_depth, tree_tokens[:, 0],
+            self.generator, self.sampling_backend,
+        )
         accepted_idx, accept_len, _ = accept_walk(
             tree_tokens, self.first_child, self.next_sibling, node_tokens, max_depth=self.max_depth
         )
@@ -98,11 +105,11 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         commit_lens_cpu, bonus_cpu = _append_to_requests(batch.reqs, packed)
         num_correct_drafts_per_req_cpu = [max(0, n - 1) for n in commit_lens_cpu]
         commit_lens = torch.tensor(commit_lens_cpu, dtype=torch.int32, device=device)
+        # What each request emitted (a finishing request stops early): the next round's penalties.
+        self.node_sampler.committed(batch, path_tokens, commit_lens)
 
         cache_loc_2d = batch.out_cache_loc.view(bs, width).to(torch.int64)
-        move_accepted_kv(
-            batch.token_to_kv_pool_allocator.get_kvcache(), accepted_idx, accept_len, cache_loc_2d, self.tree_size
-        )
+        move_accepted_kv(self.slot_mover, accepted_idx, accept_len, cache_loc_2d, tree_size)
         keep = torch.arange(width, device=device)[None, :] < commit_lens[:, None]
         batch.token_to_kv_pool_allocator.free(batch.out_cache_loc.view(bs, width)[~keep])
         batch.out_cache_loc = batch.out_cache_loc.view(bs, width)[keep]
@@ -119,24 +126,10 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         hidden = logits_output.hidden_states
         if hidden is None:
             raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
-        next_target_hidden = path_features(hidden, accepted_idx, width, self.tree_size, commit_lens)
+        next_target_hidden = path_features(hidden, accepted_idx, width, tree_size, commit_lens)
         logits_output.hidden_states = None
         new_bonus_tokens = torch.tensor(bonus_cpu, dtype=torch.int64, device=device)
         return new_bonus_tokens, commit_lens, next_target_hidden, num_correct_drafts_per_req_cpu
-
-
-def _adjust_verify_logits(sampling_info: Any, logits: torch.Tensor, bs: int, width: int) -> None:
-    """Custom logit processors, penalties and logit bias on every verify row, as DFlash's verify."""
-    if sampling_info is None:
-        return
-    if len(sampling_info) != bs:
-        raise RuntimeError(f"DDTREE verify sampling_info size mismatch: {len(sampling_info)} vs bs={bs}.")
-    if sampling_info.has_custom_logit_processor:
-        apply_custom_logit_processor(logits, sampling_info, num_tokens_in_batch=width)
-    if sampling_info.penalizer_orchestrator.is_required or sampling_info.logit_bias is not None:
-        linear = torch.zeros((bs, logits.shape[1]), dtype=torch.float32, device=logits.device)
-        sampling_info.apply_logits_bias(linear)
-        logits.add_(torch.repeat_interleave(linear, width, dim=0))
 
 
 def _append_to_requests(reqs: list, packed: torch.Tensor) -> Tuple[List[int], List[int]]:
@@ -185,6 +178,9 @@ class DDTreeWorkerV1(DFlashWorker):
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(server_args.random_seed or 0))
+        self._node_sampler = NodeSampler(self.target_worker.get_memory_pool()[0].req_to_token.shape[0], self.device)
+        self._sampling_backend = getattr(server_args, "sampling_backend", None)
+        self._slot_mover: Optional[SlotMover] = None  # built on first use, from the batch's KV pool
         self._pending_draft_logits: Optional[torch.Tensor] = None
         if self.tp_rank == 0:
             logger.info(
@@ -210,6 +206,10 @@ class DDTreeWorkerV1(DFlashWorker):
         return logits.argmax(dim=-1)
 
     def _prepare_for_speculative_decoding(self, batch: ScheduleBatch, draft_input: DFlashDraftInput):
+        if batch.forward_mode.is_decode():  # refuse before DFlash drafts and allocates for the round
+            reason = unsupported_sampling_reason(batch.sampling_info, self._sampling_backend)
+            if reason:
+                raise ValueError(reason)
         super()._prepare_for_speculative_decoding(batch, draft_input)
         if not batch.forward_mode.is_target_verify():  # extend / idle: DFlash left the batch as is
             return
@@ -221,14 +221,18 @@ class DDTreeWorkerV1(DFlashWorker):
         chain = batch.spec_info
         bs = batch.batch_size()
         tree = build_tree(draft_logits.view(bs, self.block_size - 1, -1), self.budget, self.topk)
-        first_child, next_sibling = tree.first_child, tree.next_sibling
+        first_child, next_sibling, parent = tree.first_child, tree.next_sibling, tree.parent
         tree = pad_tree(tree, self.verify_width)
         verify_input = DDTreeVerifyInputV1.from_tree(
             tree, chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens, int(batch.seq_lens_cpu.sum())
         )
-        verify_input.first_child, verify_input.next_sibling = first_child, next_sibling
+        verify_input.first_child, verify_input.next_sibling, verify_input.parent = first_child, next_sibling, parent
         verify_input.tree_size, verify_input.max_depth = self.tree_size, self.max_commit - 1
         verify_input.generator = self._sample_generator
+        verify_input.node_sampler, verify_input.sampling_backend = self._node_sampler, self._sampling_backend
+        if self._slot_mover is None:
+            self._slot_mover = SlotMover(batch.token_to_kv_pool_allocator.get_kvcache())
+        verify_input.slot_mover = self._slot_mover
         # DFlash allocated `block` slots per request for its chain; the tree takes its own width.
         batch.token_to_kv_pool_allocator.free(batch.out_cache_loc)
         verify_input.prepare_for_verify(batch, self.page_size)

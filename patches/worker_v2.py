@@ -50,14 +50,10 @@ from sglang.srt.managers.scheduler import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
-from sglang.srt.speculative.ddtree.kernels import (
-    accept_walk,
-    build_tree,
-    commit_slots,
-    gather_accepted,
-)
+from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree, gather_accepted
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
+from sglang.srt.speculative.ddtree.tree_round import move_accepted_kv
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
@@ -352,16 +348,10 @@ class DDTreeWorkerV2(DFlashWorkerV2):
 
     def _commit_target_kv(self, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
         """Move the accepted nodes' target KV to their path positions; returns those slots [bs, L]."""
-        path_len = accepted_idx.shape[1]
-        keep_loc, _ = commit_slots(accepted_idx, accept_len, cache_loc_2d[:, : self.tree_size])
-        path_slots = cache_loc_2d[:, :path_len].contiguous()
-        # Node i sits at depth i of the path and its index is >= i, so no source is overwritten
-        # before it is read; unused entries (-1) and slots already in place are not moved.
         if self._slot_mover is None:
             kv_cache = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
             self._slot_mover = SlotMover(kv_cache)
-        self._slot_mover.move(path_slots, keep_loc)
-        return path_slots
+        return move_accepted_kv(self._slot_mover, accepted_idx, accept_len, cache_loc_2d, self.tree_size)
 
     def _commit_draft_kv(self, hidden, accepted_idx, commit_lens, path_slots, prefix_lens) -> None:
         """Draft context for the committed positions from the accepted nodes' target features."""

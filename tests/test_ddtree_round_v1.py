@@ -9,7 +9,8 @@ draft) holds the accepted path in position order, the allocator neither leaks no
 the accept counters (per request and in the result) add up,
 a request that reaches max_new_tokens inside a round stops there, and the widths. With a frequency
 penalty (greedy, and sampled with per-request seeds) the output must equal sequential decoding of
-the target with that penalty, which leaves the absorbing token the unpenalised target repeats.
+the target with that penalty, which leaves the absorbing token the unpenalised target repeats; a
+batch with a custom logit processor is refused with the reason before the round touches it.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def results(request, tmp_path_factory) -> dict:
     subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
                    capture_output=True, cwd=REPO)
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    cases = [*map(str, BUDGETS), "sampled:8", "penalized:8", "penalized-sampled:8", "refusal"]
+    cases = [*map(str, BUDGETS), "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -90,6 +91,11 @@ def test_penalties_count_each_path_and_change_the_output(results, case):
     assert r["equal_to_reference"] and r["commit_ok"], r
     assert not r["equal_to_greedy"], r  # the penalty changed which token some node emitted
     assert r["finished"] == [False, True, False] and r["tokens_per_round"] > 1.0, r
+
+
+def test_sampling_ddtree_cannot_reproduce_is_refused_before_the_round(results):
+    r = results["custom-processor"]
+    assert r["refusal"] and "custom logit processors" in r["refusal"] and r["untouched"], r
 
 
 def test_flashinfer_graphs_without_the_mask_are_refused(results):

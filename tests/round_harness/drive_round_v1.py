@@ -15,7 +15,10 @@ absorbing token 300 out once it is emitted five times: the output must equal seq
 with the penalty counted over the request's own output (`reference_decode`); greedy, or sampled with
 a per-request seed (set on the batch's SamplingBatchInfo as SGLang's deterministic mode builds it),
 whose draws are keyed by position and so equal sequential sampling's.
-usage: python drive_round_v1.py BUDGET|sampled:BUDGET|penalized:BUDGET|penalized-sampled:BUDGET|refusal ...
+A batch whose sampling DDTree cannot reproduce (a custom logit processor, flagged on the batch's
+SamplingBatchInfo as SGLang sets it) must be refused with the reason before the round touches it.
+usage: python drive_round_v1.py BUDGET|sampled:BUDGET|penalized:BUDGET|penalized-sampled:BUDGET|refusal|
+  custom-processor ...
   -> one JSON line per case
 """
 
@@ -191,7 +194,8 @@ def make_worker(args, target: TargetWorker, draft_runner: DraftRunner):
     return worker, seen
 
 
-def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: bool = False, case: str = "") -> None:
+def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: bool = False, case: str = "",
+         custom_processor: bool = False) -> None:
     args = server_args(budget)
     req_to_token_pool = ReqToTokenPool(size=8, max_context_len=POOL, device="cpu", enable_memory_saver=False)
     kv, draft_kv = SlotTokens(8 * POOL), SlotTokens(8 * POOL)
@@ -238,6 +242,19 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
     batch.sampling_info = SamplingBatchInfo.from_schedule_batch(batch, V)
     if seeded:  # what from_schedule_batch builds under --enable-deterministic-inference
         batch.sampling_info.sampling_seed = torch.tensor(SEEDS, dtype=torch.int64)
+
+    if custom_processor:
+        batch.sampling_info.has_custom_logit_processor = True
+        free = allocator.available_size()
+        try:
+            worker.forward_batch_generation(batch)
+            message = None
+        except ValueError as exc:
+            message = str(exc)
+        untouched = (allocator.available_size() == free and isinstance(batch.spec_info, DFlashDraftInput)
+                     and batch.seq_lens.tolist() == list(PROMPT_LENS) and all(len(r.output_ids) == 1 for r in reqs))
+        print(json.dumps({"case": case, "refusal": message, "untouched": untouched}), flush=True)
+        return
 
     recorded = []
     real_walk = worker_v1.accept_walk
@@ -341,6 +358,8 @@ if __name__ == "__main__":
     for case in sys.argv[1:]:
         if case == "refusal":
             refusal_case()
+        elif case == "custom-processor":
+            main(8, case=case, custom_processor=True)
         elif case.startswith("sampled:"):  # sampled:BUDGET -> temperature 1
             main(int(case.split(":")[1]), temperature=1.0, case=case)
         elif case.startswith("penalized:"):  # greedy with a frequency penalty

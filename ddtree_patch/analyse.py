@@ -16,36 +16,14 @@ from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvide
 from ddtree_patch import tokens as tk
 from ddtree_patch.outline import Chunk, outline_source
 from ddtree_patch.policy import Policy
+from ddtree_patch.results import FileResult
 from ddtree_patch.rules import RULES, Context, Rule, Token
 from ddtree_patch.sites import Decision, Site
 
+__all__ = ["FileResult", "SourceText", "analyse_file"]
 
-@dataclass
-class FileResult:
-    path: str
-    sites: list[Site] = field(default_factory=list)
-    replacements: list[tuple[int, int, str]] = field(default_factory=list)  # (first, last line, text)
-    mentions: dict[str, int] = field(default_factory=dict)  # logic / reference / text / ddtree
-    skipped: str | None = None
 
-    def to_json(self) -> dict:
-        return {
-            "path": self.path,
-            "sites": [s.to_json() for s in self.sites],
-            "replacements": [list(r) for r in self.replacements],
-            "mentions": self.mentions,
-            "skipped": self.skipped,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> "FileResult":
-        return cls(
-            path=data["path"],
-            sites=[Site.from_json(s) for s in data["sites"]],
-            replacements=[tuple(r) for r in data["replacements"]],
-            mentions=data["mentions"],
-            skipped=data["skipped"],
-        )
+_EDITING = (Decision.WIDEN, Decision.EDIT, Decision.NARROW)
 
 
 @dataclass(frozen=True)
@@ -156,12 +134,16 @@ class _Found:
     function_node: cst.FunctionDef | None  # the enclosing function when it lies inside the chunk
 
 
+_STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)
+
+
 class _Finder(cst.CSTVisitor):
     METADATA_DEPENDENCIES = (ParentNodeProvider, PositionProvider)
 
-    def __init__(self, chunk: Chunk) -> None:
+    def __init__(self, chunk: Chunk, depth: int) -> None:
         super().__init__()
         self.chunk = chunk
+        self.depth = depth  # wrapper lines above the chunk
         self.stack: list[_Scope] = []
         self.found: list[_Found] = []
 
@@ -183,6 +165,13 @@ class _Finder(cst.CSTVisitor):
             self._check(node)
         return super().on_visit(node)
 
+    def _is_string_token(self, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+        """The outline marked this whole literal (a concatenation counts once) as a string token."""
+        if not isinstance(node, _STRINGS) or isinstance(parent, cst.ConcatenatedString) or not self.chunk.strings:
+            return False
+        start = self.get_metadata(PositionProvider, node).start
+        return (start.line - self.depth + self.chunk.start - 1, start.column) in self.chunk.strings
+
     def _check(self, node: cst.CSTNode) -> None:
         parents = self.metadata[ParentNodeProvider]
         if isinstance(node, cst.FunctionDef):
@@ -190,6 +179,8 @@ class _Finder(cst.CSTVisitor):
             token_node: cst.CSTNode = node.name
         elif isinstance(node, cst.Name) and isinstance(parents.get(node), cst.FunctionDef):
             return  # counted with its FunctionDef above
+        elif self._is_string_token(node, parents.get(node)):
+            kind, token_node = tk.TokenKind.STRING, node
         else:
             chunk_is_class_body = self.chunk.class_level and not self.stack
             kind = _token_kind(node, parents.get(node), parents, chunk_is_class_body)
@@ -253,7 +244,8 @@ def analyse_file(path: str, data: bytes, policy: Policy, rules: tuple[Rule, ...]
     }
     chunks = outline.chunks
     if any(_wrapper(c, source) is None for c in chunks):
-        whole = Chunk(1, len(source.lines), 0, (), None, None, frozenset(), False, sum(c.tokens for c in chunks))
+        whole = Chunk(1, len(source.lines), 0, (), None, None, frozenset(), False, sum(c.tokens for c in chunks),
+                      set().union(*(c.strings for c in chunks)))
         chunks = [whole]
     for chunk in chunks:
         _analyse_chunk(result, chunk, source, policy, rules)
@@ -267,21 +259,28 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
     body = "".join(source.lines[chunk.start - 1:chunk.end])
     module = cst.parse_module(prefix + body)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    finder = _Finder(chunk)
+    finder = _Finder(chunk, depth)
     wrapper.visit(finder)
     parents = wrapper.resolve(ParentNodeProvider)
     positions = wrapper.resolve(PositionProvider)
-    edits: dict[cst.CSTNode, tuple[Rule, Context]] = {}
+    edits: dict[cst.CSTNode, tuple[Rule, Context, bool]] = {}
     for found in finder.found:
         token, scope = found.token, found.scope
         ctx = Context(result.path, module, parents, scope, found.function, found.class_members,
                       _function_source(found.function_node, chunk, module, source))
         rule, anchor = next(((r, a) for r in rules if (a := r.claim(token, ctx)) is not None), (None, None))
         qualname = ".".join(scope) or "<module>"
-        decision, reason = policy.decide(result.path, qualname, rule)
-        applied = bool(rule and anchor is not None and rule.applied(anchor, ctx))
-        if rule is not None and anchor is not None and decision in (Decision.WIDEN, Decision.EDIT) and not applied:
-            edits.setdefault(anchor, (rule, ctx))
+        decision, reason, capability = policy.decide(result.path, qualname, rule)
+        narrow = decision is Decision.NARROW
+        if narrow and not (rule is not None and rule.NARROWS):
+            decision, reason = Decision.UNHANDLED, f"the policy narrows a form that cannot be narrowed: {reason}"
+            narrow = False
+        if rule is None or anchor is None:
+            applied = False
+        else:
+            applied = rule.narrowed(anchor, ctx) if narrow else rule.applied(anchor, ctx)
+        if rule is not None and anchor is not None and decision in _EDITING and not applied:
+            edits.setdefault(anchor, (rule, ctx, narrow))
         position = positions[token.node].start
         line = position.line - depth + chunk.start - 1
         result.sites.append(Site(
@@ -289,7 +288,7 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
             kind=token.kind.value, form=rule.form if rule else "unmatched",
             rule=rule.id if rule else "", decision=decision, reason=reason,
             snippet=source.lines[line - 1].strip()[:160],
-            applied=applied,
+            applied=applied, capability=capability,
         ))
     if len(finder.found) != chunk.tokens:
         result.sites.append(Site(
@@ -309,7 +308,7 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
 
 
 class _Applier(cst.CSTTransformer):
-    def __init__(self, edits: dict[cst.CSTNode, tuple[Rule, Context]]) -> None:
+    def __init__(self, edits: dict[cst.CSTNode, tuple[Rule, Context, bool]]) -> None:
         super().__init__()
         self.edits = edits
 
@@ -317,5 +316,7 @@ class _Applier(cst.CSTTransformer):
         edit = self.edits.get(original_node)
         if edit is None:
             return updated_node
-        rule, ctx = edit
+        rule, ctx, narrow = edit
+        if narrow:
+            return rule.narrow(original_node, updated_node, ctx)
         return rule.rewrite(original_node, updated_node, ctx)

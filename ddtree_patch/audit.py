@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from ddtree_patch import __version__
 from ddtree_patch.dropins import dropin_files
 from ddtree_patch.model import Install
+from ddtree_patch.native import native_ddtree
 from ddtree_patch.scan import Progress, ScanResult, scan
 from ddtree_patch.sites import Decision, Site
 
@@ -19,6 +20,7 @@ class AuditReport:
     install: Install
     result: ScanResult
     dropins: dict[str, str] = field(default_factory=dict)  # path -> present / absent / differs
+    native: list[str] = field(default_factory=list)  # evidence that SGLang ships DDTREE itself
 
     @property
     def sites(self) -> list[Site]:
@@ -30,18 +32,24 @@ class AuditReport:
 
     @property
     def state(self) -> str:
-        """pristine (nothing applied), patched (every edit applied), or partial (some)."""
-        edits = [s for s in self.sites if s.decision in (Decision.WIDEN, Decision.EDIT) and s.rule]
+        """native (SGLang ships DDTREE itself), pristine (nothing applied), patched (every edit
+        applied), or partial (some)."""
+        if self.native:
+            return "native"
+        edits = [s for s in self.sites if s.decision in (Decision.WIDEN, Decision.EDIT, Decision.NARROW) and s.rule]
         applied = [s for s in edits if s.applied]
+        structural = (Decision.EDIT, Decision.NARROW)  # widenings need no edit at predicate calls
         dropins = set(self.dropins.values())
-        if not any(s.decision is Decision.EDIT and s.applied for s in edits) and dropins <= {"absent"}:
+        if not any(s.decision in structural and s.applied for s in edits) and dropins <= {"absent"}:
             return "pristine"
-        pending = any(s.decision is Decision.EDIT and not s.applied for s in edits)
+        pending = any(s.decision in structural and not s.applied for s in edits)
         return "partial" if pending or dropins != {"present"} or not applied else "patched"
 
     @property
     def problems(self) -> list[str]:
         found = []
+        if self.native:
+            found.append("SGLang ships DDTREE itself (" + "; ".join(self.native) + "): `apply` refuses")
         if self.counts.get(Decision.UNHANDLED.value):
             found.append(f"{self.counts[Decision.UNHANDLED.value]} UNHANDLED site(s)")
         if self.result.skipped:  # a file we could not parse may hide a DFLASH condition
@@ -75,6 +83,7 @@ class AuditReport:
                 "skipped": [{"path": p, "reason": r} for p, r in self.result.skipped],
             },
             "dropins": [{"path": p, "status": s} for p, s in self.dropins.items()],
+            "native": list(self.native),
             "warnings": list(self.install.warnings),
             "sites": [site.to_json() for site in self.sites],
         }
@@ -89,4 +98,4 @@ def _dropin_status(install: Install) -> dict[str, str]:
 
 
 def audit(install: Install, progress: Progress | None = None) -> AuditReport:
-    return AuditReport(install, scan(install, progress), _dropin_status(install))
+    return AuditReport(install, scan(install, progress), _dropin_status(install), native_ddtree(install))

@@ -8,23 +8,29 @@ import os
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from ddtree_patch import __version__
 from ddtree_patch.audit import audit as run_audit
 from ddtree_patch.errors import DDTreePatchError, Interrupted, OutputClosed
 from ddtree_patch.locate import locate
-from ddtree_patch.plan import build_plan
 from ddtree_patch.status import status as install_status
-from ddtree_patch.transaction import apply as apply_install
-from ddtree_patch.transaction import revert as revert_install
-from ddtree_patch.worker_fit import contract_warnings
-from ddtree_patch.render import audit_tables, plan_added, plan_diff, result_json, result_lines, with_target
+from ddtree_patch.render import (
+    BAD_STATES,
+    audit_json,
+    audit_tables,
+    document,
+    error_json,
+    plan_added,
+    plan_diff,
+    result_json,
+    result_lines,
+    with_target,
+)
 
 app = typer.Typer(
     help="Add DDTree speculative decoding to an installed SGLang, reversibly.\n\n"
@@ -35,6 +41,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+# typer vendors click: its usage errors derive from the ClickException it carries
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
@@ -46,6 +54,9 @@ def _pipe_closed() -> None:
 
 out.on_broken_pipe = _pipe_closed  # type: ignore[method-assign]
 
+FLAG = ""  # flags take no value: show none (typer would print <bool>)
+
+
 def _show_version(value: bool) -> None:
     if value:
         out.print(f"ddtree-patch {__version__}", highlight=False)
@@ -54,45 +65,74 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True,
+    version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, metavar=FLAG,
                                  help="Print the tool's version and exit."),
 ) -> None:
     """Add DDTree speculative decoding to an installed SGLang, reversibly."""
 
 
 PythonOpt = typer.Option(None, "--python", help="Patch the SGLang of this interpreter (asked in a subprocess).")
+AskPythonOpt = typer.Option(None, "--python", help="Look at the SGLang of this interpreter (asked in a subprocess).")
+RevertPythonOpt = typer.Option(None, "--python", help="Revert the SGLang of this interpreter (asked in a subprocess).")
 TargetOpt = typer.Option(None, "--target", help="A site-packages folder, or the sglang package folder itself.")
-StrictOpt = typer.Option(False, "--strict", help="Refuse SGLang releases newer than the newest tested one.")
-JsonOpt = typer.Option(False, "--json", help="Print machine-readable JSON instead of tables.")
+StrictOpt = typer.Option(False, "--strict", metavar=FLAG, help="Refuse SGLang releases newer than the newest tested one.")
+JsonOpt = typer.Option(False, "--json", metavar=FLAG, help="Print machine-readable JSON instead of tables.")
 
 
 def _where(python: Optional[str], target: Optional[Path]) -> str:
     return f" --python {python}" if python else f" --target {target}" if target else ""
 
 
-@contextmanager
-def _errors(where: str = ""):
-    try:
-        yield
-    except BrokenPipeError:  # `ddtree-patch apply | head -1`: the reader left, the work is done
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-        error = OutputClosed(
-            "the output was closed before everything was printed (broken pipe); the command "
-            "itself ran to its end: `ddtree-patch status` shows where the install stands"
-        )
-        err.print(f"error: {escape(with_target(error.message, where))}", highlight=False)
-        raise typer.Exit(error.exit_code) from None
-    except KeyboardInterrupt:  # before any write: a transaction turns it into Interrupted
-        error = Interrupted("interrupted (Ctrl-C); nothing was written")
-        err.print(f"[bold red]error:[/] {escape(error.message)}", highlight=False)
-        raise typer.Exit(error.exit_code) from None
-    except DDTreePatchError as error:
-        err.print(f"[bold red]error:[/] {escape(with_target(str(error), where))}", highlight=False)
-        for drift in getattr(error, "drift", ()):
-            err.print(f"{drift.path}: {drift.state}", highlight=False)
-            if drift.diff:
-                err.out(drift.diff, highlight=False)
-        raise typer.Exit(error.exit_code) from None
+def _print_document(doc: dict) -> None:
+    """Plain json (rich's highlighter costs more than a warm audit itself)."""
+    sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+
+
+class _Run:
+    """One command: where it points, whether it prints JSON, and how it ends (success or error)."""
+
+    def __init__(self, command: str, as_json: bool, python: Optional[str], target: Optional[Path]) -> None:
+        self.command, self.as_json = command, as_json
+        self.where = _where(python, target)
+        self.install = None
+
+    @contextmanager
+    def errors(self):
+        try:
+            yield
+        except BrokenPipeError:  # `ddtree-patch apply | head -1`: the reader left, the work is done
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+            self.as_json = False  # stdout is gone: the message goes to stderr
+            self.fail(OutputClosed(
+                "the output was closed before everything was printed (broken pipe); the command "
+                "itself ran to its end: `ddtree-patch status` shows where the install stands"
+            ))
+        except KeyboardInterrupt:  # before any write: a transaction turns it into Interrupted
+            self.fail(Interrupted("interrupted (Ctrl-C); nothing was written"))
+        except DDTreePatchError as error:
+            self.fail(error)
+
+    def fail(self, error: DDTreePatchError) -> NoReturn:
+        data = error_json(error, self.command, self.where)
+        if self.as_json:
+            drift = [{"path": d.path, "state": d.state, "diff": d.diff} for d in getattr(error, "drift", ())]
+            body = {"drift": drift} if drift else {}
+            _print_document(document(self.command, self.install, False, body, data))
+        else:
+            err.print(f"[bold red]error:[/] {escape(data['message'])}", highlight=False)
+            for drift in getattr(error, "drift", ()):
+                err.print(f"{drift.path}: {drift.state}", highlight=False)
+                if drift.diff:
+                    err.out(drift.diff, highlight=False)
+        raise typer.Exit(error.exit_code)
+
+    def finish(self, ok: bool, body: dict, lines: list[str]) -> NoReturn:
+        if self.as_json:
+            _print_document(document(self.command, self.install, ok, body))
+        else:
+            for line in lines:
+                out.print(line, highlight=False)
+        raise typer.Exit(0 if ok else 1)
 
 
 @contextmanager
@@ -101,6 +141,8 @@ def _progress(enabled: bool, label: str):
     if not enabled or not err.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), console=err, transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda _path: bar.advance(task)
@@ -108,25 +150,28 @@ def _progress(enabled: bool, label: str):
 
 @app.command()
 def audit(
-    python: Optional[str] = PythonOpt,
+    python: Optional[str] = AskPythonOpt,
     target: Optional[Path] = TargetOpt,
     strict: bool = StrictOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """List every DFLASH site with its decision and reason; exit 1 if any is UNHANDLED.
 
-    Works before apply (a preview) and after (a proof). Example:
+    Works before apply (a preview) and after (a proof). Like `status`, exits 1 with the next
+    command when the install is drifted, stale or interrupted. Example:
     ddtree-patch audit --target /srv/venv/lib/python3.11/site-packages --json
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict)
+    run = _Run("audit", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict)
         with _progress(not as_json, "scanning") as progress:
-            report = run_audit(install, progress)
+            report = run_audit(run.install, progress)
+        state = install_status(run.install, tool_version=__version__)
+    body, ok = audit_json(report, state, run.where)
     if as_json:
-        out.print_json(json.dumps(report.to_json()))
-    else:
-        audit_tables(report, out)
-    raise typer.Exit(0 if report.ok else 1)
+        run.finish(ok, body, [])
+    audit_tables(report, out, state, run.where)
+    raise typer.Exit(0 if ok else 1)
 
 
 @app.command()
@@ -134,49 +179,55 @@ def apply(
     python: Optional[str] = PythonOpt,
     target: Optional[Path] = TargetOpt,
     strict: bool = StrictOpt,
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the unified diff and the files to add; write nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", metavar=FLAG, help="Print the unified diff and the files to add; write nothing."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Patch SGLang so --speculative-algorithm DDTREE works (one transaction, undone by revert).
 
     Example: ddtree-patch apply --dry-run | less
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict)
+    from ddtree_patch.plan import build_plan  # the engine (libcst, rules): only for apply
+    from ddtree_patch.transaction import apply as apply_install
+    from ddtree_patch.worker_fit import contract_warnings
+
+    run = _Run("apply", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict)
         if not dry_run:  # plan and write under one lock: nothing can change in between
             with _progress(not as_json, "applying") as progress:
                 result = apply_install(
-                    install,
+                    run.install,
                     lambda locked: build_plan(locked, progress=progress),
                     __version__,
                     progress=progress,
                     python=python,
                 )
-            result = dataclasses.replace(result, warnings=contract_warnings(install))
-            _print_result(result, as_json, python, target)
-            return
+            result = dataclasses.replace(result, warnings=contract_warnings(run.install))
+            run.finish(True, result_json(result, run.where), result_lines(result, run.where))
         with _progress(not as_json, "planning") as progress:
-            plan = build_plan(install, progress=progress)
-        if as_json:
-            out.print_json(json.dumps({
-                "schema": "ddtree-patch.plan/1",
-                "sglang": install.version,
-                "edits": [e.path for e in plan.edits],
-                "added": [a.path for a in plan.added],
-                "diff": plan_diff(plan),
-            }))
-        else:
+            plan = build_plan(run.install, progress=progress)
+        if dry_run:
+            current = install_status(run.install, plan, tool_version=__version__)
+            up_to_date = current.state == "patched" and bool(current.plan_current)
+            body = {"dry_run": True, "up_to_date": up_to_date,
+                    "edits": [] if up_to_date else [e.path for e in plan.edits],
+                    "added": [] if up_to_date else [a.path for a in plan.added],
+                    "diff": "" if up_to_date else plan_diff(plan)}
+            if as_json or up_to_date:
+                run.finish(True, body, ["already applied, nothing to do"])
             sys.stdout.write(plan_diff(plan))
             out.print("files to add:", highlight=False)
             for line in plan_added(plan):
                 out.print(f"  {line}", highlight=False)
+            out.print(with_target("next: `ddtree-patch apply` writes this plan", run.where), highlight=False)
+            raise typer.Exit(0)
 
 
 @app.command()
 def revert(
-    python: Optional[str] = PythonOpt,
+    python: Optional[str] = RevertPythonOpt,
     target: Optional[Path] = TargetOpt,
-    force: bool = typer.Option(False, "--force", help="Restore the originals even over files changed since apply."),
+    force: bool = typer.Option(False, "--force", metavar=FLAG, help="Restore the originals even over files changed since apply."),
     as_json: bool = JsonOpt,
 ) -> None:
     """Put back every original byte, remove the added files, and verify the package.
@@ -184,40 +235,55 @@ def revert(
     Refuses (exit 9, with a diff per file) when a patched file changed since apply.
     Example: ddtree-patch revert --target /srv/venv/lib/python3.11/site-packages
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict=False)
+    from ddtree_patch.transaction import revert as revert_install
+
+    run = _Run("revert", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict=False)
         with _progress(not as_json, "reverting") as progress:
-            result = revert_install(install, force=force, progress=progress)
-        _print_result(result, as_json, python, target)
+            result = revert_install(run.install, force=force, progress=progress)
+    run.finish(True, result_json(result, run.where), result_lines(result, run.where))
 
 
 @app.command()
 def status(
-    python: Optional[str] = PythonOpt,
+    python: Optional[str] = AskPythonOpt,
     target: Optional[Path] = TargetOpt,
     as_json: bool = JsonOpt,
 ) -> None:
     """Say whether SGLang is pristine, patched (by which version, when), drifted, stale or interrupted.
 
+    Exits 1 (with the command to run next) when drifted, stale or interrupted.
     Example: ddtree-patch status --json
     """
-    with _errors(_where(python, target)):
-        install = locate(python, target, strict=False)
-        result = install_status(install, tool_version=__version__)
-        _print_result(result, as_json, python, target)
-
-
-def _print_result(result, as_json: bool, python: Optional[str], target: Optional[Path]) -> None:
-    where = _where(python, target)
-    if as_json:
-        out.print_json(json.dumps(result_json(result, where)))
-    else:
-        for line in result_lines(result, where):
-            out.print(line, highlight=False)
+    run = _Run("status", as_json, python, target)
+    with run.errors():
+        run.install = locate(python, target, strict=False)
+        result = install_status(run.install, tool_version=__version__)
+    run.finish(result.state not in BAD_STATES, result_json(result, run.where), result_lines(result, run.where))
 
 
 def main() -> None:
-    app()
+    """Usage errors too end in one JSON document under --json (click would print prose)."""
+    as_json = "--json" in sys.argv[1:]
+    try:
+        code = app(standalone_mode=False)
+    except typer.Abort:
+        code = 130
+    except _CLICK_ERROR as error:
+        if not as_json:
+            error.show()
+            raise SystemExit(error.exit_code) from None
+        command = next((a for a in sys.argv[1:] if a in app_commands()), "ddtree-patch")
+        data = {"code": error.exit_code, "message": error.format_message(),
+                "next": f"ddtree-patch {command} --help" if command != "ddtree-patch" else "ddtree-patch --help"}
+        _print_document(document(command, None, False, None, data))
+        raise SystemExit(error.exit_code) from None
+    raise SystemExit(code or 0)
+
+
+def app_commands() -> set[str]:
+    return {c.name or c.callback.__name__ for c in app.registered_commands}
 
 
 if __name__ == "__main__":

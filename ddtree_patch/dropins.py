@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 from ddtree_patch.model import AddedFile
 
@@ -25,3 +29,20 @@ def dropin_files() -> list[AddedFile]:
         for source in sorted(_source_dir(name).glob("*.py")):
             files.append(AddedFile(f"{destination}/{source.name}", source.read_bytes()))
     return files
+
+
+CAPABILITIES_MODULE = "capabilities.py"  # in patches/: the runtime's own declaration of what it implements
+
+
+def capabilities_path() -> Path:
+    return _source_dir("patches") / CAPABILITIES_MODULE
+
+
+@cache
+def capabilities() -> ModuleType:
+    """The capability table the runtime ships, loaded from the very file `apply` drops in."""
+    spec = importlib.util.spec_from_file_location("ddtree_patch._runtime_capabilities", capabilities_path())
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
+    spec.loader.exec_module(module)
+    return module

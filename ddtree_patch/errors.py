@@ -104,3 +104,9 @@ class OutputClosed(DDTreePatchError):
     """The reader of stdout went away (`ddtree-patch apply | head -1`); the command itself ran."""
 
     exit_code = 141
+
+
+class NativeDDTree(DDTreePatchError):
+    """This SGLang defines DDTREE itself: patching over it would fight upstream's DDTree."""
+
+    exit_code = 14

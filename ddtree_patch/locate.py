@@ -105,6 +105,15 @@ def _check_release(install: Install, strict: bool) -> Install:
     return install
 
 
+def _no_package(target: Path) -> str:
+    if target.is_file():
+        return f"--target {target} is a file: pass a site-packages folder or the sglang folder"
+    if any(target.glob("*.dist-info")) or target.name in ("site-packages", "dist-packages"):
+        return (f"no sglang package in {target}: install it there (`pip install --target {target} sglang`) "
+                "or pass the site-packages that holds it (`python -m pip show -f sglang` prints its Location)")
+    return f"no sglang package in {target}: pass a site-packages folder or the sglang folder"
+
+
 def from_folder(target: Path, strict: bool = False) -> Install:
     target = target.expanduser().resolve()
     if (target / "sglang" / "__init__.py").is_file():
@@ -112,9 +121,9 @@ def from_folder(target: Path, strict: bool = False) -> Install:
     elif target.name == "sglang" and (target / "__init__.py").is_file():
         site_packages = target.parent
     elif not target.exists():
-        raise UsageError(f"--target {target} does not exist")
+        raise NotInstalled(f"--target {target} does not exist: pass a site-packages folder or the sglang folder")
     else:
-        raise NotInstalled(f"no sglang package in {target}: pass a site-packages folder or the sglang folder")
+        raise NotInstalled(_no_package(target))
     package_dir = site_packages / "sglang"
     dist_info = _dist_info_for(site_packages)
     warnings: tuple[str, ...] = ()
@@ -131,9 +140,17 @@ def from_interpreter(python: str, strict: bool = False) -> Install:
         done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise UsageError(f"cannot run --python {python}: {error}") from error
+    last = (done.stderr.strip().splitlines() or [""])[-1]
     if done.returncode != 0:
-        raise UsageError(f"--python {python} failed: {done.stderr.strip().splitlines()[-1:]}")
-    return _from_probe(json.loads(done.stdout), strict)
+        why = f": {last}" if last else " and printed nothing"
+        raise UsageError(f"--python {python} exited with status {done.returncode}{why}; "
+                         "pass a Python interpreter (e.g. /path/to/venv/bin/python)")
+    try:
+        probe = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise UsageError(f"--python {python} did not answer like a Python interpreter; "
+                         "pass one (e.g. /path/to/venv/bin/python)") from None
+    return _from_probe(probe, strict)
 
 
 def from_current(strict: bool = False) -> Install:

@@ -13,6 +13,7 @@ import bisect
 import re
 from dataclasses import dataclass, field
 
+from ddtree_patch import textflow
 from ddtree_patch import tokens as tk
 
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -33,6 +34,7 @@ class Chunk:
     class_members: frozenset[str]  # names defined in the innermost enclosing class
     class_level: bool  # the statement sits directly in a class body
     tokens: int = 0  # logic tokens the outline saw inside (the finder must see as many)
+    strings: set[tuple[int, int]] = field(default_factory=set)  # (line, column in characters) of string tokens
 
 
 @dataclass
@@ -123,10 +125,28 @@ class _Where:
 
 
 class _Walker:
-    def __init__(self, interesting: list[int]) -> None:
+    def __init__(self, interesting: list[int], lines: list[bytes]) -> None:
         self.outline = Outline()
         self.chunks: dict[int, Chunk] = {}
         self.interesting = interesting
+        self.lines = lines
+        self.ancestors: list[ast.AST] = []
+
+    def _string_kind(self, node: ast.AST, parent: ast.AST | None) -> tk.TokenKind | None:
+        """A string literal naming DFLASH that is not proven text; references are counted here."""
+        if isinstance(parent, ast.JoinedStr):
+            return None  # judged as part of its f-string
+        value = textflow.string_value(node)
+        if value is None or "dflash" not in value.lower():
+            return None
+        if not textflow.names_dflash(value):
+            self.outline.reference_mentions += tk.count_mentions(value)
+            return None
+        return None if textflow.is_text(node, self.ancestors) else tk.TokenKind.STRING
+
+    def _column(self, node: ast.AST) -> tuple[int, int]:
+        line = self.lines[node.lineno - 1][: node.col_offset]
+        return node.lineno, len(line.decode("utf-8", errors="replace"))
 
     def _relevant(self, node: ast.AST) -> bool:
         start = getattr(node, "lineno", None)
@@ -140,10 +160,14 @@ class _Walker:
 
     def walk(self, node: ast.AST, parent: ast.AST | None, where: _Where, chunk: Chunk | None) -> None:
         kind = _logic_kind(node, parent, where.class_body and isinstance(node, ast.stmt))
+        if kind is None and chunk is not None:
+            kind = self._string_kind(node, parent)
+            if kind is not None:
+                chunk.strings.add(self._column(node))
         ident = _identifier_mentions(node)
         if kind is not None and chunk is not None:
-            value = getattr(node, "value", None)
-            self.outline.logic_mentions += ident or (tk.count_mentions(value) if isinstance(value, str) else 0)
+            value = textflow.string_value(node)
+            self.outline.logic_mentions += ident or (tk.count_mentions(value) if value is not None else 0)
             chunk.tokens += 1
         else:
             self.outline.reference_mentions += ident
@@ -161,6 +185,7 @@ class _Walker:
                            where.depth + (1 if _is_compound(node) else 0), False, False)
         elif isinstance(node, ast.Module):
             inner = _Where()
+        self.ancestors.append(node)
         for child in ast.iter_child_nodes(node):
             if not self._relevant(child):
                 continue
@@ -168,6 +193,7 @@ class _Walker:
             if isinstance(child, ast.stmt) and inner.body_owner and isinstance(node, _BODIES):
                 child_chunk = self._chunk_for(child, inner)
             self.walk(child, node, inner, child_chunk)
+        self.ancestors.pop()
 
     def _chunk_for(self, statement: ast.stmt, where: _Where) -> Chunk:
         chunk = self.chunks.get(id(statement))
@@ -188,13 +214,14 @@ def outline_source(data: bytes) -> Outline:
     tree = ast.parse(data)
     lines = data.splitlines()
     interesting = [i for i, line in enumerate(lines, 1) if _INTERESTING.search(line)]
-    walker = _Walker(interesting)
+    walker = _Walker(interesting, lines)
     walker.walk(tree, None, _Where(), None)
     chunks = sorted((c for c in walker.chunks.values() if c.tokens), key=lambda c: (c.start, -c.end))
     merged: list[Chunk] = []
     for chunk in chunks:  # a definition's header token and a token in its body
         if merged and chunk.start <= merged[-1].end:
             merged[-1].tokens += chunk.tokens
+            merged[-1].strings |= chunk.strings
             merged[-1].end = max(merged[-1].end, chunk.end)
             continue
         merged.append(chunk)

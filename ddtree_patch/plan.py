@@ -6,7 +6,9 @@ from ddtree_patch.analyse import SourceText, analyse_file
 from ddtree_patch.dropins import dropin_files
 from ddtree_patch.errors import Unpatchable
 from ddtree_patch.compiled import check_compiles
+from ddtree_patch.errors import NativeDDTree
 from ddtree_patch.model import FileEdit, Install, Plan
+from ddtree_patch.native import native_ddtree
 from ddtree_patch.policy import default_policy
 from ddtree_patch.scan import Progress, ScanResult, scan
 from ddtree_patch.state import pristine_view
@@ -15,6 +17,7 @@ from ddtree_patch.state import pristine_view
 def build_plan(install: Install, result: ScanResult | None = None, progress: Progress | None = None) -> Plan:
     """The plan of the pristine package, also when it is patched now (files rewritten by a
     previous apply are read from their backups), so re-applying the same plan is a no-op."""
+    refuse_native(install)
     result = result or scan(install, progress)
     if result.skipped:  # a file we cannot parse may hold a DFLASH site the patch must edit
         names = "; ".join(f"sglang/{path}: {why}" for path, why in result.skipped)
@@ -39,3 +42,12 @@ def build_plan(install: Install, result: ScanResult | None = None, progress: Pro
         check_compiles(added.path, added.data)
         plan.added.append(added)
     return plan
+
+
+def refuse_native(install: Install) -> None:
+    evidence = native_ddtree(install)
+    if evidence:
+        raise NativeDDTree(
+            f"SGLang {install.version} ships DDTREE itself ({'; '.join(evidence)}): use its own "
+            "--speculative-algorithm DDTREE; ddtree-patch writes nothing over a native DDTree."
+        )

@@ -26,6 +26,7 @@ class Entry:
     reason: str
     path: str = "*"  # glob over the package-relative path
     qualname: str = "*"  # glob over the enclosing qualified name ("<module>" at top level)
+    capability: str = ""  # the DDTree capability that decided a feature gate ("" for structure)
 
     def matches(self, path: str, qualname: str, form: str) -> bool:
         if (form == UNMATCHED) != (self.form == UNMATCHED):
@@ -41,14 +42,15 @@ class Entry:
 class Policy:
     entries: tuple[Entry, ...]
 
-    def decide(self, path: str, qualname: str, rule: "Rule | None") -> tuple[Decision, str]:
+    def decide(self, path: str, qualname: str, rule: "Rule | None") -> tuple[Decision, str, str]:
+        """(decision, reason, capability) of the first matching entry."""
         form = rule.form if rule is not None else UNMATCHED
         for entry in self.entries:
             if entry.matches(path, qualname, form):
-                return entry.decision, entry.reason
+                return entry.decision, entry.reason, entry.capability
         if rule is None:
-            return Decision.UNHANDLED, "no rule knows this form: a person must decide it"
-        return Decision.UNHANDLED, f"no policy entry for a {form} site here"
+            return Decision.UNHANDLED, "no rule knows this form: a person must decide it", ""
+        return Decision.UNHANDLED, f"no policy entry for a {form} site here", ""
 
 
 def default_policy() -> Policy:
@@ -63,7 +65,7 @@ def accept_all() -> Policy:
     class _AcceptAll(Policy):
         def decide(self, path, qualname, rule):
             if rule is None:
-                return Decision.UNHANDLED, "no rule"
-            return rule.decision, "example"
+                return Decision.UNHANDLED, "no rule", ""
+            return rule.decision, "example", ""
 
     return _AcceptAll(())

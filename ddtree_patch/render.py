@@ -4,38 +4,83 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 
 from rich.console import Console
 from rich.table import Table
 
-from ddtree_patch.analyse import SourceText
+from ddtree_patch import __version__
 from ddtree_patch.audit import AuditReport
-from ddtree_patch.model import Plan
-from ddtree_patch.sites import Decision
+from ddtree_patch.errors import DDTreePatchError
+from ddtree_patch.model import Install, Plan
+from ddtree_patch.sites import Decision, with_carried
 
-_STYLE = {Decision.UNHANDLED: "bold red", Decision.EDIT: "cyan", Decision.WIDEN: "green", Decision.KEEP: "yellow"}
-_ORDER = (Decision.UNHANDLED, Decision.EDIT, Decision.WIDEN, Decision.KEEP)
+_STYLE = {Decision.UNHANDLED: "bold red", Decision.EDIT: "cyan", Decision.WIDEN: "green", Decision.KEEP: "yellow",
+          Decision.NARROW: "magenta"}
+_ORDER = (Decision.UNHANDLED, Decision.EDIT, Decision.WIDEN, Decision.NARROW, Decision.KEEP)
 
 
-def audit_tables(report: AuditReport, console: Console) -> None:
+BAD_STATES = ("drifted", "stale", "interrupted")  # status and audit exit 1 and name the next command
+SERVE = ("python -m sglang.launch_server --model-path <target> --attention-backend triton --speculative-algorithm DDTREE "
+         "--speculative-draft-model-path <dflash drafter> --speculative-ddtree-budget 32")
+
+
+def next_step(state, where: str) -> str:
+    """The command to run next for a status.Status, in every state."""
+    if state.advice:
+        return with_target(state.advice, where)
+    if state.state == "pristine":
+        return with_target("`ddtree-patch apply --dry-run` previews the patch; `ddtree-patch apply` writes it", where)
+    return with_target(f"serve with `{SERVE}`; `ddtree-patch revert` undoes the patch", where)
+
+
+def audit_json(report: AuditReport, state, where: str) -> tuple[dict, bool]:
+    """The audit's --json body and its verdict: the sites' proof plus the install's state as `status` sees it."""
+    body = report.to_json()
+    problems = list(body["problems"])
+    if state.state in BAD_STATES:
+        problems.append(f"install is {state.state}: {next_step(state, where)}")
+    body.update(state=state.state, sites_state=body["state"], problems=problems,
+                next=next_step(state, where), sites=[s.to_json() for s in with_carried(report.sites)])
+    return body, not problems
+
+
+def _mark(site, patched: bool) -> str:
+    if site.applied:
+        return " (applied)"
+    if patched and site.decision is Decision.KEEP:
+        return " (kept)"
+    return ""
+
+
+def audit_tables(report: AuditReport, console: Console, state=None, where: str = "") -> None:
+    """Tables on a terminal; one line per site when piped, so paths never wrap."""
     install = report.install
-    console.print(f"SGLang {install.version} at {install.package_dir} - state: [bold]{report.state}[/]")
+    shown = state.state if state is not None else report.state
+    console.print(f"SGLang {install.version} at {install.package_dir} - state: [bold]{shown}[/]")
     for warning in install.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
-    sites = report.sites
+    sites = with_carried(report.sites)
+    patched = report.state == "patched"
     for decision in _ORDER:
         rows = [s for s in sites if s.decision is decision]
         if not rows:
             continue
+        if not console.is_terminal:
+            console.print(f"{decision.value} ({len(rows)})", highlight=False)
+            for s in rows:  # raw tab-separated lines: greppable, never wrapped or re-spaced
+                console.file.write(f"  {s.path}:{s.line}\t{s.qualname}\t{s.form}\t{s.decision.value}"
+                                   f"{_mark(s, patched)}\t{s.capability or '-'}\t{s.rule or '-'}\t{s.reason}\n")
+            continue
         table = Table(title=f"{decision.value} ({len(rows)})", title_style=_STYLE[decision], expand=False)
-        for column in ("site", "in", "form", "decision", "reason", "rule"):
+        table.add_column("site", no_wrap=True)
+        for column in ("in", "form", "decision", "capability", "reason", "rule"):
             table.add_column(column, overflow="fold")
         for s in rows:
-            mark = " (applied)" if s.applied else ""
-            table.add_row(f"{s.path}:{s.line}", s.qualname, s.form, s.decision.value + mark, s.reason,
+            table.add_row(f"{s.path}:{s.line}", s.qualname, s.form, s.decision.value + _mark(s, patched), s.capability or "-", s.reason,
                           s.rule or "-", style=_STYLE[decision] if decision is Decision.UNHANDLED else None)
         console.print(table)
-    data = report.to_json()
+    data, ok = audit_json(report, state, where) if state is not None else (report.to_json(), report.ok)
     summary = ", ".join(f"{k} {v}" for k, v in data["summary"].items())
     mentions = data["mentions"]
     console.print(f"sites: {summary}")
@@ -46,13 +91,17 @@ def audit_tables(report: AuditReport, console: Console) -> None:
     )
     for skipped in data["files"]["skipped"]:
         console.print(f"[yellow]skipped[/] {skipped['path']}: {skipped['reason']}")
-    for problem in report.problems:
-        console.print(f"[bold red]FAIL:[/] {problem}")
-    if report.ok:
+    for problem in data["problems"]:
+        console.print(f"[bold red]FAIL:[/] {problem}", highlight=False)
+    if ok:
         console.print("[bold green]OK:[/] every DFLASH site is decided")
+    if state is not None:
+        console.print(f"next: {data['next']}", highlight=False, markup=False)
 
 
 def plan_diff(plan: Plan) -> str:
+    from ddtree_patch.analyse import SourceText  # libcst: not needed by a warm audit
+
     chunks = []
     for edit in plan.edits:
         before = SourceText.decode(edit.before).lines
@@ -65,15 +114,23 @@ def plan_added(plan: Plan) -> list[str]:
     return [f"sglang/{added.path} ({len(added.data)} bytes)" for added in plan.added]
 
 
+_COMMAND = re.compile(r"`(ddtree-patch (?:apply|revert|status|audit)[^`]*)`")
+
+
 def with_target(text: str, where: str) -> str:
     """Advice names bare commands; add the user's own --target/--python so it can be pasted."""
-    for verb in ("apply", "revert", "status"):
-        text = text.replace(f"`ddtree-patch {verb}", f"`ddtree-patch {verb}{where}")
-    return text
+    return _COMMAND.sub(lambda m: f"`{m.group(1)}{where}`", text) if where else text
 
 
 def result_json(result, where: str) -> dict:
+    """A verb's own --json fields; the envelope (render.document) carries tool and SGLang versions."""
     data = dataclasses.asdict(result)
+    data.pop("sglang_version", None)
+    if "state" in data:  # a Status: the version that wrote the manifest, not this tool's
+        data["patched_by"] = data.pop("tool_version", None)
+        data["next"] = next_step(result, where)
+    else:
+        data.pop("tool_version", None)
     if isinstance(data.get("advice"), str):
         data["advice"] = with_target(data["advice"], where)
     return data
@@ -84,16 +141,15 @@ def result_lines(result, where: str) -> list[str]:
     data = result_json(result, where)
     lines = []
     if "state" in data:
-        head = f"state: {data['state']} (SGLang {data['sglang_version']})"
+        head = f"state: {data['state']} (SGLang {result.sglang_version})"
         if data["state"] == "interrupted":
-            head += (f": {data['journal_op']} by ddtree-patch {data['tool_version']} "
+            head += (f": {data['journal_op']} by ddtree-patch {data['patched_by']} "
                      f"(pid {data['journal_pid']}) started at {data['journal_started_at']}")
         elif data.get("applied_at"):
-            head += f", patched by ddtree-patch {data['tool_version']} at {data['applied_at']}"
+            head += f", patched by ddtree-patch {data['patched_by']} at {data.get('applied_at')}"
         lines.append(head)
         lines += [f"  {f['path']}: {f['state']}" for f in data.get("files", ()) if f.get("state") != "patched"]
-        if data.get("advice"):
-            lines.append(f"next: {data['advice']}")
+        lines.append(f"next: {data['next']}")
         return lines
     lines.append(data["action"])
     for key in ("edited", "added", "restored", "removed", "forced", "leftovers"):
@@ -105,4 +161,50 @@ def result_lines(result, where: str) -> list[str]:
     if data.get("previous_tool_version"):
         lines.append(f"replaced the patch of ddtree-patch {data['previous_tool_version']}")
     lines += [f"warning: {w}" for w in data.get("warnings", ())]
+    if data["action"] in ("applied", "reapplied", "unchanged"):
+        lines.append(f"serve: {SERVE}")
+        lines.append(with_target("undo: `ddtree-patch revert`", where))
     return lines
+
+
+# The --json contract (docs/json.md): every verb, success or failure, prints one document with
+# these keys; a verb's own fields sit beside them. A field's meaning never changes within a schema.
+SCHEMA = "ddtree-patch/2"
+ENVELOPE = ("schema", "command", "tool_version", "sglang", "ok", "error")
+
+# What to run next after an error, by exit code, when the message itself names no command.
+_NEXT = {
+    2: "ddtree-patch {command} --help",
+    3: "ddtree-patch {command} --target <site-packages> (or --python <interpreter with SGLang>)",
+    4: "pip install 'sglang>=0.5.11' (or drop --strict to let the audit decide a newer release)",
+    5: "report the bug with the output of `ddtree-patch audit --json`",
+    6: "wait for the other ddtree-patch to finish, then run `ddtree-patch {command}` again",
+    7: "run `ddtree-patch {command}` as a user who can write site-packages",
+    8: "ddtree-patch status",
+    9: "ddtree-patch revert --force",
+    10: "free the space or fix the permission, then run `ddtree-patch {command}` again",
+    11: "ddtree-patch {command}",
+    12: "ddtree-patch status",
+}
+
+
+def sglang_json(install: Install | None) -> dict | None:
+    if install is None:
+        return None
+    return {"version": install.version, "package_dir": str(install.package_dir),
+            "site_packages": str(install.site_packages)}
+
+
+def document(command: str, install: Install | None, ok: bool, body: dict | None = None,
+             error: dict | None = None) -> dict:
+    """One --json document: the envelope, then the verb's own fields (which never override it)."""
+    fields = {k: v for k, v in (body or {}).items() if k not in ENVELOPE}
+    return {"schema": SCHEMA, "command": command, "tool_version": __version__,
+            "sglang": sglang_json(install), "ok": ok, "error": error, **fields}
+
+
+def error_json(error: DDTreePatchError, command: str, where: str) -> dict:
+    next_step = _NEXT.get(error.exit_code, "ddtree-patch status").format(command=command)
+    if error.exit_code not in (2, 3):  # those say where to look instead
+        next_step = with_target(f"`{next_step}`", where).strip("`")
+    return {"code": error.exit_code, "message": with_target(error.message, where), "next": next_step}

@@ -18,11 +18,11 @@ from functools import lru_cache
 from multiprocessing import get_context
 from pathlib import Path
 
-from ddtree_patch.analyse import FileResult, analyse_file
-from ddtree_patch.dropins import DROPIN_ROOT
+from ddtree_patch.dropins import DROPIN_ROOT, capabilities_path
 from ddtree_patch.errors import Unpatchable
 from ddtree_patch.model import Install
 from ddtree_patch.policy import default_policy
+from ddtree_patch.results import FileResult
 
 PARALLEL_MIN_FILES = 12  # below this a pool costs more than it saves
 Progress = Callable[[str], None]
@@ -46,6 +46,7 @@ def engine_fingerprint() -> str:
     root = Path(__file__).resolve().parent
     for path in sorted(root.rglob("*.py")):
         digest.update(path.relative_to(root).as_posix().encode() + path.read_bytes())
+    digest.update(capabilities_path().read_bytes())  # the policy decides gates from it
     return digest.hexdigest()[:20]
 
 
@@ -170,6 +171,8 @@ def _candidates(install: Install, cache: _Cache) -> tuple[list[tuple[str, str, b
 
 
 def _analyse_job(job: tuple[str, bytes]) -> FileResult:
+    from ddtree_patch.analyse import analyse_file  # libcst and the rules: only when a file is analysed
+
     return analyse_file(job[0], job[1], default_policy())
 
 
@@ -203,7 +206,7 @@ def scan(install: Install, progress: Progress | None = None, workers: int | None
                     progress(rel)
     else:
         for rel, sha, data in jobs:
-            results[rel] = output = analyse_file(rel, data, default_policy())
+            results[rel] = output = _analyse_job((rel, data))
             cache.store(rel, sha, output)
             if progress:
                 progress(rel)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from enum import Enum
 
 
 class Decision(str, Enum):
     WIDEN = "WIDEN"  # DDTree shares this DFlash behaviour: the condition also accepts DDTREE
     KEEP = "KEEP"  # DFlash-only on purpose (the reason says why)
+    NARROW = "NARROW"  # a widened predicate call tests DDTREE away: DDTree lacks the capability
     EDIT = "EDIT"  # a structural change: new enum member, predicate, flag, dispatch, hook
     UNHANDLED = "UNHANDLED"  # no rule or no policy entry: the audit fails
 
@@ -26,6 +27,7 @@ class Site:
     reason: str
     snippet: str  # the source line, stripped
     applied: bool  # the rewrite is already present (an applied install audits clean)
+    capability: str = ""  # the DDTree capability that decided this feature gate, if it is one
 
     def to_json(self) -> dict:
         data = asdict(self)
@@ -35,3 +37,19 @@ class Site:
     @classmethod
     def from_json(cls, data: dict) -> "Site":
         return cls(**{**data, "decision": Decision(data["decision"])})
+
+
+# Forms whose sites need no edit of their own: the edit of another form's site carries them
+# (`x.is_dflash()` widens when `is_dflash()`'s body does). Data, so the audit needs no rules.
+CARRIED_BY = {"predicate-call": "predicate-def"}
+
+
+def with_carried(sites: list[Site]) -> list[Site]:
+    """Sites with `applied` also true where the edit that carries them is applied."""
+    applied_forms = {s.form for s in sites if s.applied}
+    return [
+        replace(s, applied=True)
+        if not s.applied and s.decision is Decision.WIDEN and CARRIED_BY.get(s.form) in applied_forms
+        else s
+        for s in sites
+    ]

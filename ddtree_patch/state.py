@@ -185,8 +185,9 @@ _RECORD_NAME = re.compile(r"sglang-[A-Za-z0-9_.+!-]+\.dist-info/RECORD", re.IGNO
 
 
 def same_release(install: Install, changes: Changes) -> bool:
-    """Was this state written for the release installed now (same dist-info, or both bare)?"""
-    return (changes.record.path if changes.record else None) == record_rel(install)
+    """Was this state written for the release installed now (same dist-info RECORD, or both without one)?"""
+    current = record_rel(install) if install.record is not None and install.record.is_file() else None
+    return (changes.record.path if changes.record else None) == current
 
 
 def reinstall_advice(install: Install) -> str:

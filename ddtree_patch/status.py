@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from filelock import FileLock, Timeout
 
 from ddtree_patch import fsio
+from ddtree_patch.native import native_ddtree
 from ddtree_patch.model import Install, Plan
 from ddtree_patch.state import (
     Changes,
@@ -60,7 +61,7 @@ class FileDrift:
 
 @dataclass(frozen=True)
 class Status:
-    state: str  # "pristine" | "patched" | "drifted" | "stale" | "interrupted" | "damaged"
+    state: str  # "pristine" | "patched" | "drifted" | "stale" | "interrupted" | "damaged" | "native"
     sglang_version: str  # installed now
     state_dir: str
     advice: str  # one line: what to run next ("" when nothing to do)
@@ -209,6 +210,11 @@ def _status(
             **base,
         )
     manifest = load_manifest(install)
+    native = native_ddtree(install) if manifest is None else []
+    if native:
+        return Status(state="native", busy=busy, advice=(
+            "this SGLang ships DDTREE itself (" + "; ".join(native) + "); use it as it is: "
+            "`ddtree-patch apply` refuses to patch over it"), **base)
     if manifest is None:
         orphans = orphan_backups(install)
         if orphans:

@@ -3,6 +3,7 @@
 A *logic* token is code that names the DFLASH algorithm: the exact string "DFLASH" (any case),
 the enum member `DFLASH`, the predicates `is_dflash` / `is_dflash_family` (as methods), plus the
 two *anchors* the server-argument rules attach to and the "Builtins: ... DFLASH" help text.
+A longer string literal naming DFLASH is a *string* token unless `textflow` proves it text.
 Every other mention of dflash is either a *reference* (an identifier naming DFlash's own classes,
 modules or variables) or *text* (comments, docstrings, messages); both are counted, never edited.
 """
@@ -26,6 +27,7 @@ class TokenKind(str, Enum):
     LOGIC = "logic"
     ANCHOR = "anchor"
     HELP = "help"
+    STRING = "string"  # a longer literal naming DFLASH that is not proven text (textflow.py)
 
 
 def is_dflash_string(value: str) -> bool:

@@ -1,8 +1,9 @@
 """DDTREE server arguments: defaults, range checks and the start-up gates.
 
-The patched SGLang calls `validate_ddtree_server_args` right after DFlash's own validation (DDTREE
-shares all of DFlash's configuration, so DFlash has already refused what it refuses: dp attention,
-pp > 1, no draft model; per request it refuses logprobs and grammars). Every refusal here is a
+The patched SGLang calls `validate_ddtree_server_args` right after DFlash's own validation (so
+DFlash has already refused what it refuses: dp attention, pp > 1, no draft model); the flags for
+features the capability table declares absent are refused here, per-request features by
+`requests.py`. Every refusal here is a
 `ValueError` raised while the server arguments are built, before any model loads.
 
 Widths written back:
@@ -16,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from .capabilities import TREE_MASK_ATTENTION_BACKENDS, capability
+
 # Limits of the tree build (kernels/tree_build.py MAX_BUDGET / MAX_DEPTH: a node is packed into
 # one int64 key). Kept here so validation never imports Triton.
 MAX_BUDGET = 2047
 MAX_DRAFT_DEPTH = 31
 
-# Attention backends whose target-verify path applies `spec_info.custom_mask` (eager and captured).
-TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
 
 # Config keys that only models with recurrent (Mamba / linear attention / GDN) layers carry.
 _RECURRENT_CONFIG_KEYS = (
@@ -55,6 +56,7 @@ def validate_ddtree_server_args(server_args: Any) -> None:
     check_hybrid_target(server_args)
     check_page_size(view)
     check_parallelism_and_window(view)
+    check_absent_features(view)
     fields = {"speculative_ddtree_budget": budget, "speculative_ddtree_topk": topk}
     if budget + 1 > block:  # otherwise DFlash's own widths stand, unchanged
         fields.update(speculative_dflash_block_size=block, speculative_num_draft_tokens=budget + 1)
@@ -247,3 +249,16 @@ def check_parallelism_and_window(server_args: Any) -> None:
             "DDTREE verifies a tree and does not support --speculative-use-block-verification "
             "(a chain-verify feature of DFlash's own verify); leave it off."
         )
+
+
+def check_absent_features(server_args: Any) -> None:
+    """Server flags asking for a feature the capability table declares absent."""
+    asked = {
+        "unified-memory": bool(getattr(server_args, "enable_unified_memory", False)),
+        "lora": bool(getattr(server_args, "enable_lora", False) or getattr(server_args, "lora_paths", None)),
+        "pd-disaggregation": str(getattr(server_args, "disaggregation_mode", None) or "null") != "null",
+        "mixed-chunk": bool(getattr(server_args, "enable_mixed_chunk", False)),
+    }
+    for name, on in asked.items():
+        if on and not capability(name).admitted:
+            raise DDTreeArgumentError(capability(name).refusal)

@@ -27,6 +27,29 @@ INJECTED = {
     "chained": 'def f(a, b):\n    return a == "DFLASH" == b\n',
     "positional": 'def f(a):\n    return check(a, "DFLASH")\n',
     "enum-alias": "class SpeculativeAlgorithm(IntEnum):\n    DFLASH = 7\n",
+    # longer strings naming DFLASH are sites unless proven text
+    "regex": "def f(x):\n    return re.fullmatch('DFLASH|EAGLE', x)\n",
+    "split-list": 'def f(x):\n    return x in "EAGLE,DFLASH".split(",")\n',
+    "argv-fragment": 'def f():\n    return ["--speculative-algorithm=DFLASH"]\n',
+    "dict-key": 'def f(x):\n    return {"dflash-v2": 1}[x]\n',
+    "get-key": 'def f(d):\n    return d.get("DFlash mode")\n',
+    "startswith": 'def f(x):\n    return x.upper().startswith("DFLASH-")\n',
+    "f-string-key": 'def f(d, v):\n    return d[f"DFLASH-{v}"]\n',
+    "lowercase-in": 'def f(x):\n    return x.casefold() in ("dflash", "eagle ")\n',
+}
+
+TEXT = {
+    "docstring": 'def f():\n    """Runs DFLASH."""\n',
+    "comment": "x = 1  # DFLASH only\n",
+    "raise": 'def f(x):\n    raise ValueError(f"DFLASH needs {x}: " + "see DFLASH docs")\n',
+    "raise-format": 'def f(x):\n    raise ValueError("DFLASH needs {}".format(x))\n',
+    "logging-percent": 'def f(x):\n    logger.warning("DFLASH %s" % x)\n',
+    "warnings": 'def f():\n    warnings.warn("DFLASH is slow")\n',
+    "print": 'def f():\n    print("using DFLASH")\n',
+    "help": 'def f(p):\n    p.add_argument("--x", help="DFLASH only.")\n',
+    "description": 'p = ArgumentParser(description="Serve DFLASH")\n',
+    "assert": 'def f(x):\n    assert x, "DFLASH needs x"\n',
+    "identifier-like": 'def f(cfg):\n    return cfg.get("dflash_config")\n',
 }
 
 
@@ -35,6 +58,12 @@ def test_injected_forms_are_unhandled(name):
     result = analyse_file(RUNTIME_FILE, INJECTED[name].encode(), default_policy())
     assert [s.decision for s in result.sites] and all(s.decision is Decision.UNHANDLED for s in result.sites)
     assert result.replacements == []
+
+
+@pytest.mark.parametrize("name", sorted(TEXT))
+def test_text_stays_text(name):
+    result = analyse_file(RUNTIME_FILE, TEXT[name].encode(), default_policy())
+    assert result.sites == [] and result.replacements == []
 
 
 def test_edits_keep_crlf_bom_and_untouched_bytes():
@@ -48,7 +77,7 @@ def test_edits_keep_crlf_bom_and_untouched_bytes():
 
 
 def test_text_and_references_are_counted_not_edited():
-    source = b'"""DFlash docs."""\nfrom x import dflash_worker  # dflash comment\nmsg = "DFLASH requires x"\n'
+    source = b'"""DFlash docs."""\nfrom x import dflash_worker  # dflash comment\nraise ValueError("DFLASH requires x")\n'
     result = analyse_file(RUNTIME_FILE, source, default_policy())
     assert result.sites == [] and result.replacements == []
     assert result.mentions["reference"] == 1 and result.mentions["text"] == 3
@@ -71,7 +100,7 @@ def test_audit_json_on_the_mini_site(mini_site):
     done = _cli("audit", "--json", site=mini_site)
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
-    assert report["schema"] == "ddtree-patch.audit/1" and report["ok"] and report["state"] == "pristine"
+    assert report["schema"] == "ddtree-patch/2" and report["command"] == "audit" and report["ok"] and report["state"] == "pristine"
     forms = {s["form"] for s in report["sites"]}
     assert {"enum-member", "predicate-def", "validation-hook", "worker-dispatch", "server-arg-field",
             "builtins-help", "membership"} <= forms
@@ -111,3 +140,14 @@ def test_version_and_help_examples():
     for verb in ("audit", "apply", "revert", "status"):
         done = run(verb, "--help")
         assert done.returncode == 0 and "Example" in done.stdout, verb
+
+
+def test_predicate_calls_are_applied_with_the_predicate():
+    from ddtree_patch.sites import Site, with_carried
+
+    def site(form, decision, applied):
+        return Site("a.py", 1, 0, "f", "logic", form, form, decision, "", "", applied)
+
+    calls = [site("predicate-call", Decision.WIDEN, False)]
+    assert not with_carried(calls + [site("predicate-def", Decision.EDIT, False)])[0].applied
+    assert with_carried(calls + [site("predicate-def", Decision.EDIT, True)])[0].applied

@@ -39,8 +39,19 @@ def test_site_packages_and_package_folder_both_work(tmp_path):
 def test_missing_package(tmp_path):
     with pytest.raises(NotInstalled, match="no sglang package"):
         from_folder(tmp_path)
-    with pytest.raises(UsageError, match="does not exist"):
+    with pytest.raises(NotInstalled, match="does not exist"):
         from_folder(tmp_path / "nope")
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(NotInstalled, match="is a file"):
+        from_folder(tmp_path / "a-file")
+    (tmp_path / "foo-1.0.dist-info").mkdir()
+    with pytest.raises(NotInstalled, match="pip install --target"):
+        from_folder(tmp_path)
+
+
+def test_python_that_is_not_python(tmp_path):
+    with pytest.raises(UsageError, match="exited with status 1 and printed nothing; pass a Python interpreter"):
+        locate(python="/usr/bin/false")
 
 
 def test_release_without_dflash_is_refused(tmp_path):

@@ -12,7 +12,7 @@ from ddtree_patch.policy import default_policy
 from ddtree_patch.sites import Decision
 from tests.sglang_releases import RELEASES
 
-STRUCTURAL = {"enum-member", "predicate-def", "worker-dispatch", "validation-hook", "server-arg-field"}
+STRUCTURAL = {"enum-member", "predicate-def", "worker-dispatch", "validation-hook", "request-hook", "server-arg-field"}
 
 pytestmark = pytest.mark.slow
 
@@ -32,7 +32,12 @@ def test_release_is_fully_decided_and_patchable(version, release_site):
     for edit in plan.edits:
         again = analyse_file(edit.path, edit.after, default_policy())
         assert again.replacements == [], f"{edit.path}: a second application still changes it"
-        pending = [s for s in again.sites if s.decision in (Decision.WIDEN, Decision.EDIT)
+        pending = [s for s in again.sites if s.decision in (Decision.WIDEN, Decision.EDIT, Decision.NARROW)
                    and s.rule not in ("predicate-call",) and not s.applied]
         assert not pending, pending
         assert all(s.decision is not Decision.UNHANDLED for s in again.sites)
+
+    gates = [s for s in report.sites if s.decision in (Decision.WIDEN, Decision.KEEP, Decision.NARROW)
+             and s.form in ("predicate-call", "equality", "membership", "allow-list")
+             and not s.path.startswith("test/") and "registry" not in s.path]
+    assert all(s.capability for s in gates), [s for s in gates if not s.capability]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ddtree_patch.analyse import SourceText, analyse_file
-from ddtree_patch.policy import accept_all
+from ddtree_patch.policy import Entry, Policy, accept_all
 from ddtree_patch.rules import RULES
 from ddtree_patch.sites import Decision
 
@@ -17,7 +17,9 @@ def _transform(source: str) -> tuple[str, list]:
     return SourceText.decode(data).encode(result.replacements).decode(), result.sites
 
 
+NARROWINGS = [(rule, before, after) for rule in RULES for before, after in rule.MUST_NARROW]
 REWRITES = [(rule.id, before, after) for rule in RULES for before, after in rule.MUST_REWRITE]
+CLAIMS = [(rule.id, source) for rule in RULES for source in rule.MUST_CLAIM]
 UNTOUCHED = [(rule.id, source) for rule in RULES for source in rule.MUST_NOT_TOUCH]
 
 
@@ -37,7 +39,34 @@ def test_rule_leaves_alone(rule_id, source):
     assert output == source
 
 
+@pytest.mark.parametrize("rule_id,source", CLAIMS, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CLAIMS)])
+def test_rule_claims(rule_id, source):
+    _, sites = _transform(source)
+    assert [site.rule for site in sites] == [rule_id]
+
+
 def test_every_rule_has_examples():
     for rule in RULES:
         assert rule.MUST_NOT_TOUCH, f"{rule.id} has no must-not-touch examples"
         assert rule.MUST_REWRITE or rule.decision is not Decision.EDIT, f"{rule.id} edits but shows no rewrite"
+
+
+@pytest.mark.parametrize("rule,before,after", NARROWINGS, ids=[f"{r.id}-{i}" for i, (r, _, _) in enumerate(NARROWINGS)])
+def test_rule_narrows(rule, before, after):
+    narrow_all = Policy((Entry(rule.form, Decision.NARROW, "example", capability="grammar"),))
+    data = before.encode()
+    result = analyse_file("example.py", data, narrow_all)
+    output = SourceText.decode(data).encode(result.replacements).decode()
+    assert output == after
+    assert {s.decision for s in result.sites} == {Decision.NARROW}
+    assert all(s.capability == "grammar" for s in result.sites)
+    again = analyse_file("example.py", after.encode(), narrow_all)
+    assert again.replacements == [] and all(s.applied for s in again.sites), "narrowing twice must change nothing"
+    compile(output, "example.py", "exec")
+
+
+def test_narrowing_a_form_that_cannot_narrow_is_unhandled():
+    policy = Policy((Entry("equality", Decision.NARROW, "wrong", capability="grammar"),))
+    result = analyse_file("example.py", b'if a == "DFLASH":\n    pass\n', policy)
+    assert [s.decision for s in result.sites] == [Decision.UNHANDLED]
+    assert result.replacements == []

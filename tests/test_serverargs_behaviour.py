@@ -245,3 +245,61 @@ def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) 
     # ... and the facts the worker's gate (patches/tree_verify.py: mask_reads_prefix) relies on.
     assert report["backend_class"] == "TritonAttnBackend"
     assert report["skip_prefix_default"] is True and not report["backend_passes_skip_prefix"]
+
+
+# Server flags for features the capability table declares absent: refused at start, one message
+# each (ours where DDTree's validation runs first, SGLang's own where its gate no longer admits
+# DDTREE); mixed chunked prefill is switched off by SGLang itself where it asks the algorithm.
+ABSENT_FLAGS = {
+    "ddtree_disaggregation": (DDTREE + ["--disaggregation-mode", "decode"], "pd-disaggregation"),
+    "ddtree_lora": (DDTREE + ["--enable-lora", "--max-lora-rank", "8", "--lora-target-modules", "q_proj"], "lora"),
+}
+ABSENT_FLAGS_0_5_22 = {
+    "ddtree_unified_memory": (DDTREE + ["--enable-unified-memory"], "unified-memory"),
+}
+
+
+@pytest.mark.slow
+def test_patched_ddtree_refuses_absent_server_features(release: Release, patched: dict[str, Any]) -> None:
+    from patches.capabilities import CAPABILITIES
+
+    flags = {**ABSENT_FLAGS, **(ABSENT_FLAGS_0_5_22 if release.version >= "0.5.22" else {})}
+    report = _probe(release, {name: args for name, (args, _) in flags.items()})
+    for name, (_, capability) in flags.items():
+        assert CAPABILITIES[capability].refusal in _rejection(report, name), name
+
+
+MIXED_CHUNK_CHECK = """
+import torchvision_stand_in
+torchvision_stand_in.install(("xgrammar",))
+from sglang.srt.server_args import prepare_server_args
+for algorithm in ("DFLASH", "DDTREE"):
+    args = prepare_server_args(["--model-path", {target!r}, "--device", "cuda", "--enable-mixed-chunk",
+                                "--speculative-draft-model-path", {draft!r}, "--speculative-algorithm", algorithm])
+    try:
+        getattr(args, "resolve_once", lambda: None)()
+        args.check_server_args()
+        print(algorithm, "accepted, enable_mixed_chunk =", args.enable_mixed_chunk)
+    except (AssertionError, ValueError) as error:
+        print(algorithm, "refused:", error)
+"""
+
+
+@pytest.mark.slow
+def test_patched_ddtree_is_refused_mixed_chunk_at_start(release: Release, patched: dict[str, Any]) -> None:
+    """Through a launch's own resolution and checks. Up to 0.5.18 DFlash's own handling turns
+    mixed chunks off for both; from 0.5.19 DFLASH keeps them and DDTREE is refused (by DDTree's
+    validation first; SGLang's `check_server_args` asks the DFlash-only `supports_mixed_chunk()` too)."""
+    env = {**os.environ, "PYTHONPATH": f"{release.site}{os.pathsep}{HELPERS}", "PYTHONNOUSERSITE": "1",
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    code = MIXED_CHUNK_CHECK.format(target=str(TARGET_MODEL), draft=str(DRAFT_MODEL))
+    done = subprocess.run([str(release.python), "-c", code], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(("DFLASH", "DDTREE"))]
+    from patches.capabilities import CAPABILITIES
+
+    if release.version < "0.5.19":
+        assert lines == ["DFLASH accepted, enable_mixed_chunk = False", "DDTREE accepted, enable_mixed_chunk = False"]
+    else:
+        assert lines == ["DFLASH accepted, enable_mixed_chunk = True",
+                         f"DDTREE refused: {CAPABILITIES['mixed-chunk'].refusal}"]

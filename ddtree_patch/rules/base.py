@@ -1,7 +1,8 @@
 """What a rewrite rule is: one syntactic form, its claim on a token, its rewrite, its examples.
 
 Rules follow the Fixit habit: each carries code it must rewrite (`MUST_REWRITE`, before/after)
-and code it must leave alone (`MUST_NOT_TOUCH`); one parametrised test runs them all.
+and code it must leave alone (`MUST_NOT_TOUCH`); a rule that only classifies also lists code whose
+site it must own (`MUST_CLAIM`). One parametrised test runs them all.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class Rule:
     decision: ClassVar[Decision]  # what applying this rule means in the ledger
     MUST_REWRITE: ClassVar[list[tuple[str, str]]] = []
     MUST_NOT_TOUCH: ClassVar[list[str]] = []
+    NARROWS: ClassVar[bool] = False  # can test DDTREE away where DDTree lacks the capability
+    MUST_NARROW: ClassVar[list[tuple[str, str]]] = []  # (before, after) when the policy narrows
+    MUST_CLAIM: ClassVar[list[str]] = []  # code whose DFLASH site this rule owns (for rules that only classify)
 
     def claim(self, token: Token, ctx: Context) -> cst.CSTNode | None:
         raise NotImplementedError
@@ -72,3 +76,11 @@ class Rule:
     def rewrite(self, original: cst.CSTNode, updated: cst.CSTNode, ctx: Context) -> Rewritten:
         """Default: a rule that only classifies (the site needs no edit of its own)."""
         return updated
+
+    def narrowed(self, anchor: cst.CSTNode, ctx: Context) -> bool:
+        """The narrowing is already in place (rules that NARROWS)."""
+        return False
+
+    def narrow(self, original: cst.CSTNode, updated: cst.CSTNode, ctx: Context) -> Rewritten:
+        """Keep the site DFlash-only although its predicate was widened (rules that NARROWS)."""
+        raise NotImplementedError(f"{self.id} cannot narrow")

@@ -1,0 +1,145 @@
+"""What the DDTree runtime implements: one table, read by the patcher's policy and by the runtime.
+
+Data only (no imports of SGLang or of the patcher). The patcher's policy names one capability for
+every DFlash feature gate it decides, so a gate admits DDTREE exactly where the capability below is
+implemented; the runtime refuses the rest with the messages below: server flags at start
+(`server_args.validate_ddtree_server_args`), per-request features by aborting that request
+(`requests.validate_ddtree_request`), while the server keeps serving the others.
+
+Status:
+- "implemented": DFlash's gates for it admit DDTREE (DDTree runs DFlash's code for it, or its own).
+- "opt-in": refused at start unless a DDTree flag asks for it; then DFlash's handling applies.
+- "absent": DFlash's gates for it do not admit DDTREE, and DDTREE refuses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Status = Literal["implemented", "opt-in", "absent"]
+
+
+@dataclass(frozen=True)
+class Capability:
+    name: str
+    status: Status
+    what: str  # the feature, in a user's words
+    why: str  # why DDTree has (or lacks) it
+    refusal: str = ""  # the message a refused server flag or request gets ("" when implemented)
+
+    @property
+    def admitted(self) -> bool:
+        """A DFlash gate for this feature lets DDTREE through."""
+        return self.status != "absent"
+
+
+# Attention backends whose target-verify path applies `spec_info.custom_mask` (eager and captured):
+# the backends of capability "custom-mask-attention".
+TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
+
+CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
+    Capability(
+        "dflash-machinery", "implemented",
+        "DFlash's draft model, draft KV pool, target hidden-state capture, scheduling and graphs",
+        "DDTree drafts with DFlash's runner unchanged and keeps DFlash's batch state and formats",
+    ),
+    Capability(
+        "custom-mask-attention", "implemented",
+        "target verify with an attention backend that applies the custom (tree) mask",
+        "the tree verify needs an ancestor-only mask; triton and flashinfer apply it",
+        "DDTREE verifies a tree, which needs an attention backend that applies the custom mask in "
+        "target verify",
+    ),
+    Capability(
+        "hybrid-target", "opt-in",
+        "targets with Mamba / linear attention / GDN or sliding-window layers",
+        "a tree verify needs per-node recurrent state and per-row windows, which SGLang's verify "
+        "does not keep; --speculative-ddtree-allow-hybrid-unsafe runs DFlash's handling anyway",
+        "DDTREE refuses this target; pass --speculative-ddtree-allow-hybrid-unsafe to run it anyway",
+    ),
+    Capability(
+        "mixed-chunk", "absent",
+        "mixed chunked prefill (prefill and decode in one batch)",
+        "a mixed step would run DFlash's chain verify for DDTree's requests; not verified",
+        "DDTREE does not support --enable-mixed-chunk (mixed chunked prefill).",
+    ),
+    Capability(
+        "grammar", "absent",
+        "grammar-constrained decoding (json_schema, regex, ebnf, structural_tag)",
+        "DDTree applies no grammar mask to the tree's nodes and does not advance a grammar along "
+        "the accepted path",
+        "DDTREE speculative decoding does not support grammar-constrained decoding "
+        "(json_schema / regex / ebnf / structural_tag).",
+    ),
+    Capability(
+        "logprobs", "absent",
+        "return_logprob",
+        "the tree verify does not gather per-token log-probabilities along the accepted path",
+        "DDTREE speculative decoding does not support return_logprob.",
+    ),
+    Capability(
+        "hidden-states-return", "absent",
+        "return_hidden_states",
+        "DDTree consumes the verify's hidden states to write the draft KV and drops them",
+        "DDTREE speculative decoding does not support return_hidden_states.",
+    ),
+    Capability(
+        "sampling-mask", "absent",
+        "return_sampling_mask (SGLang 0.5.22+)",
+        "DDTree's worker never builds sampling_mask_output",
+        "DDTREE speculative decoding does not support return_sampling_mask.",
+    ),
+    Capability(
+        "unified-memory", "absent",
+        "--enable-unified-memory (SGLang 0.5.22+)",
+        "the unified pool's page-granular move_kv_cache cannot express the per-token moves of "
+        "DDTree's tree commit",
+        "DDTREE does not support --enable-unified-memory: its tree commit moves accepted KV one "
+        "token at a time, which the unified pool cannot express.",
+    ),
+    Capability(
+        "paged-kv", "absent",
+        "--page-size > 1",
+        "the tree commit has not been verified with larger pages",
+        "DDTREE supports --page-size 1 only for now",
+    ),
+    Capability(
+        "tensor-parallel", "absent",
+        "--tp-size > 1 and the features built on it (CP-TP group sharing, layernorm SP)",
+        "the tree build reads the full draft vocabulary, which a tensor-parallel lm_head splits",
+        "DDTREE supports --tp-size 1 only for now",
+    ),
+    Capability(
+        "lora", "absent",
+        "LoRA adapters",
+        "LoRA in DDTree's tree verify is untested",
+        "DDTREE does not support LoRA adapters (--enable-lora / --lora-paths).",
+    ),
+    Capability(
+        "chain-verify-options", "absent",
+        "DFlash's chain-verify options: --speculative-draft-window-size, "
+        "--speculative-use-block-verification",
+        "DDTree replaces DFlash's chain verify with a tree verify",
+        "DDTREE verifies a tree and does not support DFlash's chain-verify options",
+    ),
+    Capability(
+        "pd-disaggregation", "absent",
+        "prefill/decode disaggregation (--disaggregation-mode)",
+        "the draft state DDTree's decode round expects has not been checked across a transfer",
+        "DDTREE does not support --disaggregation-mode yet (prefill/decode disaggregation).",
+    ),
+    Capability(
+        "model-specific-paths", "absent",
+        "DFlash paths ported for single models (MiniMax M3 NVFP4, SM100 native NVFP4 KV)",
+        "each was ported and checked for DFlash's chain commit only",
+        "SGLang's own message for that model (DDTREE is not in its allow-list)",
+    ),
+)}
+
+
+def capability(name: str) -> Capability:
+    try:
+        return CAPABILITIES[name]
+    except KeyError:
+        raise KeyError(f"no DDTree capability named {name!r}; known: {', '.join(CAPABILITIES)}") from None

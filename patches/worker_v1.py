@@ -38,7 +38,7 @@ from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, build_tree
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
-from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
+from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
 from sglang.srt.speculative.ddtree.tree_round import draft_server_args, move_accepted_kv, path_features
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
@@ -81,7 +81,7 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
             return super().verify(batch=batch, logits_output=logits_output, page_size=page_size)
         if page_size != 1:
             raise RuntimeError(f"DDTREE supports --page-size 1 only (got {page_size}).")
-        bs, width = batch.batch_size(), int(self.draft_token_num)
+        bs, width, tree_size = batch.batch_size(), int(self.draft_token_num), self.tree_size
         logits = logits_output.next_token_logits
         device = logits.device
         tree, n = self.tree, self.tree_size
@@ -120,7 +120,7 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         hidden = logits_output.hidden_states
         if hidden is None:
             raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
-        next_target_hidden = path_features(hidden, accepted_idx, width, self.tree_size, commit_lens)
+        next_target_hidden = path_features(hidden, accepted_idx, width, tree_size, commit_lens)
         logits_output.hidden_states = None
         new_bonus_tokens = torch.tensor(bonus_cpu, dtype=torch.int64, device=device)
         return new_bonus_tokens, commit_lens, next_target_hidden, num_correct_drafts_per_req_cpu
@@ -202,6 +202,10 @@ class DDTreeWorkerV1(DFlashWorker):
         return logits.argmax(dim=-1)
 
     def _prepare_for_speculative_decoding(self, batch: ScheduleBatch, draft_input: DFlashDraftInput):
+        if batch.forward_mode.is_decode():  # refuse before DFlash drafts and allocates for the round
+            reason = unsupported_sampling_reason(batch.sampling_info, self._sampling_backend)
+            if reason:
+                raise ValueError(reason)
         super()._prepare_for_speculative_decoding(batch, draft_input)
         if not batch.forward_mode.is_target_verify():  # extend / idle: DFlash left the batch as is
             return

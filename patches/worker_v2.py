@@ -135,7 +135,9 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(resolved.random_seed or 0))
-        self._node_sampler = NodeSampler(self.model_runner.req_to_token_pool.req_to_token.shape[0], self.device)
+        # The target's request pool: the draft runner's is attached only after construction.
+        req_to_token = self.target_worker.model_runner.req_to_token_pool.req_to_token
+        self._node_sampler = NodeSampler(req_to_token.shape[0], self.device)
         self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
         self._slot_mover: SlotMover | None = None  # built on first use: the pool exists by then

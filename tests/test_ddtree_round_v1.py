@@ -7,7 +7,10 @@ real ScheduleBatch of real Reqs, with stand-ins only for the target and draft mo
 buffers. Checks: output equals greedy decoding of the target, each round's committed KV (target and
 draft) holds the accepted path in position order, the allocator neither leaks nor double-frees,
 the accept counters (per request and in the result) add up,
-a request that reaches max_new_tokens inside a round stops there, and the widths.
+a request that reaches max_new_tokens inside a round stops there, and the widths. With a frequency
+penalty (greedy, and sampled with per-request seeds) the output must equal sequential decoding of
+the target with that penalty, which leaves the absorbing token the unpenalised target repeats; a
+batch with a custom logit processor is refused with the reason before the round touches it.
 """
 
 from __future__ import annotations
@@ -38,17 +41,17 @@ def results(request, tmp_path_factory) -> dict:
     subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
                    capture_output=True, cwd=REPO)
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    cases = [*map(str, BUDGETS), "sampled:8", "refusal"]
+    cases = [*map(str, BUDGETS), "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return {"sampled" if line.get("temperature") else line.get("budget", "refusal"): line for line in lines}
+    return {line.get("case", "refusal"): line for line in lines}
 
 
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_round_matches_greedy_and_commits_the_path(results, budget):
-    r = results[budget]
+    r = results[str(budget)]
     assert r["worker"] == "DDTreeWorkerV1"
     assert r["equal_to_greedy"] and r["commit_ok"], r
     assert r["finished"] == [False, True, False] or budget == 0, r  # budget 0 emits 1 token a round
@@ -64,19 +67,35 @@ def test_round_matches_greedy_and_commits_the_path(results, budget):
 @pytest.mark.parametrize("budget, verify_width, pinned_block", [(0, 8, None), (1, 8, None), (7, 8, None),
                                                                  (8, 9, 8), (32, 33, 8)])
 def test_widths(results, budget, verify_width, pinned_block):
-    r = results[budget]
+    r = results[str(budget)]
     assert r["verify_width"] == [verify_width] and r["widths"][:2] == [verify_width, pinned_block]
     assert r["draft_runner_width"] == 8 and r["block_size"] == 8  # the drafter keeps its block
 
 
 def test_a_wider_tree_accepts_more(results):
-    per_round = [results[b]["tokens_per_round"] for b in (0, 1, 7, 32)]
+    per_round = [results[str(b)]["tokens_per_round"] for b in (0, 1, 7, 32)]
     assert per_round == sorted(per_round) and per_round[-1] > per_round[1], per_round
 
 
 def test_a_sampled_round_commits_what_it_emits(results):
-    r = results["sampled"]  # temperature 1: the posterior samples; the committed KV must follow it
+    r = results["sampled:8"]  # temperature 1: the posterior samples; the committed KV must follow it
     assert r["commit_ok"] and r["finished"] == [False, True, False] and r["tokens_per_round"] > 1.0, r
+
+
+@pytest.mark.parametrize("case", ["penalized:8", "penalized-sampled:8"])
+def test_penalties_count_each_path_and_change_the_output(results, case):
+    """Frequency penalty 2: the target's absorbing token 300 loses to the rest once emitted five times, so
+    the output equals penalised sequential decoding (counted along every node's own path, plus
+    the request's earlier output) and is not the unpenalised greedy chain."""
+    r = results[case]
+    assert r["equal_to_reference"] and r["commit_ok"], r
+    assert not r["equal_to_greedy"], r  # the penalty changed which token some node emitted
+    assert r["finished"] == [False, True, False] and r["tokens_per_round"] > 1.0, r
+
+
+def test_sampling_ddtree_cannot_reproduce_is_refused_before_the_round(results):
+    r = results["custom-processor"]
+    assert r["refusal"] and "custom logit processors" in r["refusal"] and r["untouched"], r
 
 
 def test_flashinfer_graphs_without_the_mask_are_refused(results):

@@ -10,7 +10,16 @@ a GPU: the target worker (greedy next token f(x) = x + 1 mod V, 300 absorbing; w
 token into its KV slot and returns it as its hidden feature), the draft runner (drafts the target's
 chain, second-ranked behind 300 at depths 2 and 5, so accepted paths leave the first-child chain),
 the draft model's KV projection (identity) and the KV buffers (one token id per slot).
-usage: python drive_round_v1.py BUDGET|sampled:BUDGET|refusal ...  -> one JSON line per case
+Penalised cases give every request a frequency penalty of 2 (SGLang's largest), which drives the
+absorbing token 300 out once it is emitted five times: the output must equal sequential decoding of the target
+with the penalty counted over the request's own output (`reference_decode`); greedy, or sampled with
+a per-request seed (set on the batch's SamplingBatchInfo as SGLang's deterministic mode builds it),
+whose draws are keyed by position and so equal sequential sampling's.
+A batch whose sampling DDTree cannot reproduce (a custom logit processor, flagged on the batch's
+SamplingBatchInfo as SGLang sets it) must be refused with the reason before the round touches it.
+usage: python drive_round_v1.py BUDGET|sampled:BUDGET|penalized:BUDGET|penalized-sampled:BUDGET|refusal|
+  custom-processor ...
+  -> one JSON line per case
 """
 
 from __future__ import annotations
@@ -40,6 +49,7 @@ from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 from sglang.srt.server_args import prepare_server_args, set_global_server_args_for_scheduler  # noqa: E402
 from sglang.srt.speculative import dflash_worker  # noqa: E402
 from sglang.srt.speculative.ddtree import worker_v1  # noqa: E402
+from sglang.srt.speculative.ddtree.kernels import posterior_tokens  # noqa: E402
 from sglang.srt.speculative.ddtree.worker import worker_class  # noqa: E402
 from sglang.srt.speculative.dflash_info import DFlashDraftInput  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
@@ -49,6 +59,7 @@ TARGET, DRAFT = REPO / "fixtures/models/tiny-qwen3", REPO / "fixtures/models/tin
 V, G, MASK, ROUNDS, POOL = 512, 300, 3, 12, 4096
 PROMPT_LENS, LAST_PROMPT_TOKENS = (10, 20, 30), (5, 290, 299)
 MAX_NEW = (1000, 17, 1000)  # the second request finishes inside a round
+SEEDS = (11, 12, 13)  # per-request sampling seeds of the seeded case
 
 
 def successor(x: torch.Tensor) -> torch.Tensor:
@@ -92,9 +103,7 @@ class TargetWorker:
         ids = model_worker_batch.input_ids.to(torch.int64)
         self.verify_widths.append(model_worker_batch.spec_info.draft_token_num)
         self.kv.tok[model_worker_batch.out_cache_loc] = ids
-        logits = torch.full((ids.numel(), V), -5.0)
-        logits[torch.arange(ids.numel()), successor(ids)] = 5.0
-        out = LogitsProcessorOutput(next_token_logits=logits, hidden_states=ids.float()[:, None])
+        out = LogitsProcessorOutput(next_token_logits=target_logits(ids), hidden_states=ids.float()[:, None])
         return GenerationBatchResult(logits_output=out, can_run_cuda_graph=False)
 
 
@@ -130,6 +139,36 @@ class DraftRunner:
         return types.SimpleNamespace(logits_output=types.SimpleNamespace(hidden_states=logits.view(bs * block, V)))
 
 
+def target_logits(last: torch.Tensor) -> torch.Tensor:
+    """The stand-in target's next-token logits after tokens `last` [N] -> [N, V]."""
+    logits = torch.full((last.numel(), V), -5.0)
+    logits[torch.arange(last.numel()), successor(last)] = 5.0
+    return logits
+
+
+def reference_decode(req, length: int, frequency: float, seed: int | None) -> list[int]:
+    """Sequential decoding of the target from the request's first output token, one token at a
+    time: logits minus `frequency` x the token's count in the output so far (SGLang's frequency
+    penalty), then argmax (temperature 0) or a draw keyed by (seed, position of the last token)."""
+    out, counts = [int(req.output_ids[0])], torch.zeros(V)
+    counts[out[0]] += 1
+    params = req.sampling_params
+    while len(out) < length:
+        logits = target_logits(torch.tensor([out[-1]]))[0] - frequency * counts
+        if params.temperature == 0 or params.top_k == 1:  # SGLang's greedy (normalize sets top_k 1)
+            token = int(logits.argmax())
+        else:
+            position = len(req.origin_input_ids) + len(out) - 1
+            token = int(posterior_tokens(
+                logits.view(1, 1, V), torch.tensor([params.temperature]), torch.tensor([params.top_k]),
+                torch.tensor([params.top_p]), torch.tensor([seed]), min_p=torch.tensor([params.min_p]),
+                positions=torch.tensor([[position]]),
+            )[0, 0])
+        out.append(token)
+        counts[token] += 1
+    return out
+
+
 def server_args(budget: int):
     return prepare_server_args([
         "--model-path", str(TARGET), "--speculative-draft-model-path", str(DRAFT), "--device", "cuda",
@@ -155,7 +194,8 @@ def make_worker(args, target: TargetWorker, draft_runner: DraftRunner):
     return worker, seen
 
 
-def main(budget: int, temperature: float = 0.0) -> None:
+def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: bool = False, case: str = "",
+         custom_processor: bool = False) -> None:
     args = server_args(budget)
     req_to_token_pool = ReqToTokenPool(size=8, max_context_len=POOL, device="cpu", enable_memory_saver=False)
     kv, draft_kv = SlotTokens(8 * POOL), SlotTokens(8 * POOL)
@@ -169,7 +209,8 @@ def main(budget: int, temperature: float = 0.0) -> None:
     reqs, bonus = [], []
     for i, (n, last, max_new) in enumerate(zip(PROMPT_LENS, LAST_PROMPT_TOKENS, MAX_NEW)):
         prompt = [7] * (n - 1) + [last]
-        params = SamplingParams(max_new_tokens=max_new, temperature=temperature, ignore_eos=True)
+        params = SamplingParams(max_new_tokens=max_new, temperature=temperature, frequency_penalty=frequency,
+                                ignore_eos=True)
         params.normalize(None)  # as the tokenizer manager does
         params.verify(V)
         req = Req(f"r{i}", "", prompt, params, vocab_size=V)
@@ -199,6 +240,21 @@ def main(budget: int, temperature: float = 0.0) -> None:
     if "req_pool_indices_cpu" in ScheduleBatch.__dataclass_fields__:  # 0.5.13: a host copy too
         batch.req_pool_indices_cpu = batch.req_pool_indices.clone()
     batch.sampling_info = SamplingBatchInfo.from_schedule_batch(batch, V)
+    if seeded:  # what from_schedule_batch builds under --enable-deterministic-inference
+        batch.sampling_info.sampling_seed = torch.tensor(SEEDS, dtype=torch.int64)
+
+    if custom_processor:
+        batch.sampling_info.has_custom_logit_processor = True
+        free = allocator.available_size()
+        try:
+            worker.forward_batch_generation(batch)
+            message = None
+        except ValueError as exc:
+            message = str(exc)
+        untouched = (allocator.available_size() == free and isinstance(batch.spec_info, DFlashDraftInput)
+                     and batch.seq_lens.tolist() == list(PROMPT_LENS) and all(len(r.output_ids) == 1 for r in reqs))
+        print(json.dumps({"case": case, "refusal": message, "untouched": untouched}), flush=True)
+        return
 
     recorded = []
     real_walk = worker_v1.accept_walk
@@ -250,7 +306,13 @@ def main(budget: int, temperature: float = 0.0) -> None:
         while len(want) < len(out):
             want.append(int(successor(torch.tensor(want[-1]))))
         greedy_ok &= out == want and len(out) <= max_new
+    reference_ok = all(
+        list(req.output_ids) == reference_decode(req, len(req.output_ids), frequency, seed if seeded else None)
+        for req, seed in zip(reqs, SEEDS)
+    ) if (seeded or temperature == 0) else None
     print(json.dumps({
+        "case": case or str(budget), "equal_to_reference": reference_ok,
+        "outputs": [list(map(int, r.output_ids)) for r in reqs],
         "budget": budget, "temperature": temperature, "equal_to_greedy": greedy_ok, "commit_ok": bool(commit_ok),
         "rounds_with_off_chain_paths": off_chain, "finished": [r.finished() for r in reqs],
         "output_lens": [len(r.output_ids) for r in reqs],
@@ -296,7 +358,13 @@ if __name__ == "__main__":
     for case in sys.argv[1:]:
         if case == "refusal":
             refusal_case()
+        elif case == "custom-processor":
+            main(8, case=case, custom_processor=True)
         elif case.startswith("sampled:"):  # sampled:BUDGET -> temperature 1
-            main(int(case.split(":")[1]), temperature=1.0)
+            main(int(case.split(":")[1]), temperature=1.0, case=case)
+        elif case.startswith("penalized:"):  # greedy with a frequency penalty
+            main(int(case.split(":")[1]), frequency=2.0, case=case)
+        elif case.startswith("penalized-sampled:"):  # temperature 1, frequency penalty, seeded
+            main(int(case.split(":")[1]), temperature=1.0, frequency=2.0, seeded=True, case=case)
         else:
             main(int(case))

@@ -135,9 +135,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(resolved.random_seed or 0))
-        # The target's request pool: the draft runner's is attached only after construction.
-        req_to_token = self.target_worker.model_runner.req_to_token_pool.req_to_token
-        self._node_sampler = NodeSampler(req_to_token.shape[0], self.device)
+        # Built on first use: SGLang attaches the request pool after the workers are constructed.
+        self._node_sampler_instance: NodeSampler | None = None
         self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
         self._slot_mover: SlotMover | None = None  # built on first use: the pool exists by then
@@ -222,7 +221,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         )
         commit_lens = (accept_len + 1).to(torch.int32)
         out_tokens = posterior.gather(1, accepted_idx.clamp(min=0))
-        self._node_sampler.committed(batch, out_tokens, commit_lens)
+        self._node_sampler().committed(batch, out_tokens, commit_lens)
         new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
 
         if hasattr(self.target_worker.model_runner.attn_backend, "update_mamba_state_after_mtp_verify"):
@@ -324,11 +323,17 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             raise RuntimeError("DDTREE verify requires target hidden states, but got None.")
         return out.logits_output, out.can_run_cuda_graph
 
+    def _node_sampler(self) -> NodeSampler:
+        if self._node_sampler_instance is None:
+            pool_size = self.model_runner.req_to_token_pool.req_to_token.shape[0]
+            self._node_sampler_instance = NodeSampler(pool_size, self.device)
+        return self._node_sampler_instance
+
     def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens) -> torch.Tensor:
         """Target token at every tree node with SGLang's sampling semantics (patches/node_sampling.py)."""
         n = self.tree_size
         positions = prefix_lens.to(torch.int64)[:, None] + tree.depth[:, :n]
-        return self._node_sampler.posterior(
+        return self._node_sampler().posterior(
             node_logits, batch, tree.tokens[:, :n], tree.parent[:, :n], positions, self.max_commit - 1,
             root_tokens, self._sample_generator, self._sampling_backend,
         )

@@ -14,7 +14,7 @@ import types
 
 import torch
 
-from sglang.srt.speculative.ddtree import node_sampling, worker_v2
+from sglang.srt.speculative.ddtree import worker_v2
 
 V, G, BLOCK, BS, ROUNDS = 512, 300, 8, 3, 12
 
@@ -37,7 +37,7 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
     w.tree_size, w.verify_width = budget + 1, max(budget + 1, BLOCK)
     w.max_commit = min(budget, BLOCK - 1) + 1
     w._sample_generator = torch.Generator().manual_seed(0)
-    w._node_sampler, w._sampling_backend = node_sampling.NodeSampler(BS * 4, "cpu"), None
+    w._node_sampler_instance, w._sampling_backend = None, None  # built on first use, as in a server
     w._width_offsets = torch.arange(w.verify_width)
     w._slot_mover = None
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1

@@ -216,8 +216,9 @@ def construct() -> dict:
     saved = base.__init__, base.init_cuda_graphs
     base.__init__, base.init_cuda_graphs = dflash_init, dflash_graphs
     try:
-        pool = types.SimpleNamespace(req_to_token=torch.zeros((4, 1), dtype=torch.int32))  # NodeSampler sizes by it
-        target = types.SimpleNamespace(model_runner=types.SimpleNamespace(decode_cuda_graph_runner=None, req_to_token_pool=pool))
+        # As in a server: the request pool is attached after the workers are built (the H200 run at
+        # 09ff7ad died where the worker read it at construction).
+        target = types.SimpleNamespace(model_runner=types.SimpleNamespace(decode_cuda_graph_runner=None, req_to_token_pool=None))
         worker = worker_v2.DDTreeWorkerV2(server_args, target_worker=target)
         worker.init_cuda_graphs()
     finally:

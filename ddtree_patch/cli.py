@@ -186,13 +186,14 @@ def apply(
 
     Example: ddtree-patch apply --dry-run | less
     """
-    from ddtree_patch.plan import build_plan  # the engine (libcst, rules): only for apply
+    from ddtree_patch.plan import build_plan, refuse_native  # the engine (libcst, rules): only for apply
     from ddtree_patch.transaction import apply as apply_install
     from ddtree_patch.worker_fit import contract_warnings
 
     run = _Run("apply", as_json, python, target)
     with run.errors():
         run.install = locate(python, target, strict)
+        refuse_native(run.install)  # before the lock: a native DDTree gets not even a lock file
         if not dry_run:  # plan and write under one lock: nothing can change in between
             with _progress(not as_json, "applying") as progress:
                 result = apply_install(

@@ -116,6 +116,8 @@ import os, random, sys, time
 from pathlib import Path
 from ddtree_patch import fsio
 from ddtree_patch.cli import main
+import ddtree_patch.plan, ddtree_patch.transaction  # noqa: E401,F401 - the CLI imports these lazily:
+# loaded before the start signal, so each verb reaches the lock as soon as its delay says
 go, delay = Path(sys.argv[1]), float(sys.argv[2])
 (go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():

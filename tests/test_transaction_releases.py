@@ -191,15 +191,15 @@ def test_pip_upgrade_after_apply_is_stale_then_the_new_release_patches(tmp_path,
     upgraded = snapshot(site)
 
     done = _cli("status", *where, "--json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # stale: a state that needs a command (JSON contract)
     st = json.loads(done.stdout)
-    assert (st["state"], st["patched_version"], st["sglang_version"]) == ("stale", "0.5.15", new)
+    assert (st["state"], st["patched_version"], st["sglang"]["version"]) == ("stale", "0.5.15", new)
     assert f"0.5.15 was patched, {new} is installed now" in st["advice"]
 
     done = _cli("apply", *where, "--json")
     assert done.returncode == 0, done.stderr
     applied = json.loads(done.stdout)
-    assert (applied["action"], applied["sglang_version"], applied["discarded_stale"]) == (
+    assert (applied["action"], applied["sglang"]["version"], applied["discarded_stale"]) == (
         "applied", new, True
     )
     install = from_folder(site)

@@ -10,7 +10,10 @@ import json
 import re
 import subprocess
 from dataclasses import replace
+from importlib.metadata import PathDistribution
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 from ddtree_patch.data.releases import FIRST_WITH_DFLASH, NEWEST_KNOWN
 from ddtree_patch.errors import NotInstalled, Unsupported, UsageError
@@ -31,18 +34,11 @@ print(json.dumps({"origins": origins, "dists": dists, "python": sys.executable})
 """
 
 
-def _parse_version(version: str) -> tuple[int, ...]:
-    match = re.match(r"(\d+)\.(\d+)\.(\d+)", version)
-    return tuple(int(x) for x in match.groups()) if match else (0,)
-
-
 def _read_version(dist_info: Path) -> str:
-    for line in (dist_info / "METADATA").read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.startswith("Version:"):
-            return line.split(":", 1)[1].strip()
-        if not line.strip():
-            break
-    raise NotInstalled(f"{dist_info}/METADATA has no Version: the install is damaged; reinstall SGLang")
+    version = PathDistribution(dist_info).version
+    if not version:
+        raise NotInstalled(f"{dist_info}/METADATA has no Version: the install is damaged; reinstall SGLang")
+    return version.strip()
 
 
 def _dist_info_for(site_packages: Path) -> Path | None:
@@ -91,13 +87,19 @@ def _version_file(package_dir: Path) -> str | None:
 
 
 def _check_release(install: Install, strict: bool) -> Install:
-    version = _parse_version(install.version)
-    if version < _parse_version(FIRST_WITH_DFLASH):
+    try:
+        version = Version(Version(install.version).base_version)  # a .postN / rcN is its release
+    except InvalidVersion:  # not PEP 440: the audit, which reads the code, decides
+        message = f"SGLang's version {install.version!r} is not a PEP 440 version, so it cannot be compared"
+        if strict:
+            raise Unsupported(message + ": refusing because of --strict") from None
+        return replace(install, warnings=install.warnings + (message + "; the audit decides",))
+    if version < Version(FIRST_WITH_DFLASH):
         raise Unsupported(
             f"SGLang {install.version} has no DFLASH (it first shipped in {FIRST_WITH_DFLASH}): "
             f"upgrade SGLang to {FIRST_WITH_DFLASH} or newer"
         )
-    if version > _parse_version(NEWEST_KNOWN):
+    if version > Version(NEWEST_KNOWN):
         message = f"SGLang {install.version} is newer than the newest release tested ({NEWEST_KNOWN})"
         if strict:
             raise Unsupported(message + ": refusing because of --strict")

@@ -67,6 +67,25 @@ def test_newer_release_warns_and_strict_refuses(tmp_path):
         from_folder(site, strict=True)
 
 
+@pytest.mark.parametrize("version", ["0.6", "1.0", "0.5.24rc1"])
+def test_versions_compare_by_pep440(tmp_path, version):
+    """Two-part and pre-releases are compared as versions, never refused as "no DFLASH"."""
+    install = from_folder(_site(tmp_path, version))
+    assert any("newer than" in w for w in install.warnings), install.warnings
+
+
+@pytest.mark.parametrize("version", ["0.5.23.post1", "0.5.12.post1", "0.5.11rc1"])
+def test_a_post_or_pre_release_is_its_release(tmp_path, version):
+    assert from_folder(_site(tmp_path, version)).warnings == ()
+
+
+def test_a_version_that_is_not_pep440_is_left_to_the_audit(tmp_path):
+    site = _site(tmp_path, "nightly-build")
+    assert any("not a PEP 440 version" in w for w in from_folder(site).warnings)
+    with pytest.raises(Unsupported, match="--strict"):
+        from_folder(site, strict=True)
+
+
 def test_two_dist_infos_in_one_site(tmp_path):
     site = _site(tmp_path)
     shutil.copytree(site / "sglang-0.5.15.dist-info", site / "sglang-0.5.14.dist-info")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import tokenize
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider

@@ -7,21 +7,11 @@
 #   BUDGET_S: the whole call's seconds (default 360, or 540 when the pair must be trained first);
 #   the benchmark's --deadline-s is what is left of it after setup, less 25 s for the report.
 set -uo pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export RIG=${RIG:-$REPO/.gpurig} OUT=${OUT:-/tmp/out} PAIR=${PAIR:-/tmp/trained-pair} SITE=/tmp/site PY=python3
+export PAIR=${PAIR:-/tmp/trained-pair}
 if [ -f "$PAIR/manifest.json" ]; then BUDGET_S=${BUDGET_S:-360}; else BUDGET_S=${BUDGET_S:-540}; fi
 t0=$(date +%s)
-mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
-[ -d "$RIG/jitcache" ] && cp -rn "$RIG"/jitcache/. /tmp/tvm-ffi-cache/ 2>/dev/null
-[ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null
-[ -f "$RIG/tritoncache.tgz" ] && tar xzf "$RIG/tritoncache.tgz" -C ~/.triton/cache 2>/dev/null
-rm -rf "$SITE"  # a warm machine keeps the last call's patched install: start from the pristine bundle
 # shellcheck source=/dev/null
-source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
-cd "$REPO" || exit 1
-python3 -m ddtree_patch apply --target "$SITE" > "$OUT/apply.log" 2>&1 \
-  || { echo "[apply] failed:"; tail -5 "$OUT/apply.log"; exit 1; }
-echo "[apply] OK"
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" || exit 1
 if [ ! -f "$PAIR/manifest.json" ]; then
   echo "[train] no pair at $PAIR: training it first"
   python3 scripts/train_pair.py "$PAIR"

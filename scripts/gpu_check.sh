@@ -9,24 +9,10 @@
 #   judged against its analytic acceptance) and print the summary tables. Logs and results in $OUT.
 # usage: RIG=/path/to/.gpurig bash scripts/gpu_check.sh [gpu_matrix.py options, e.g. --suite offchain]
 set -uo pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export RIG=${RIG:-$REPO/.gpurig}
-export OUT=${OUT:-/tmp/out} PY=python3 SITE=/tmp/site
-mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
-[ -d "$RIG/jitcache" ] && cp -rn "$RIG"/jitcache/. /tmp/tvm-ffi-cache/ 2>/dev/null
-[ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null
-[ -f "$RIG/tritoncache.tgz" ] && tar xzf "$RIG/tritoncache.tgz" -C ~/.triton/cache 2>/dev/null
 t0=$(date +%s)
-rm -rf "$SITE"  # a warm machine keeps the last call's patched install: start from the pristine bundle
 # shellcheck source=/dev/null
-source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
-cd "$REPO" || exit 1
-if python3 -m ddtree_patch apply --target "$SITE" > "$OUT/apply.log" 2>&1; then
-  echo "[apply] ddtree-patch apply --target $SITE: OK"
-  python3 -m ddtree_patch audit --target "$SITE" > "$OUT/audit.log" 2>&1; echo "[audit] exit $? (0 = every DFLASH site decided)"
-else
-  echo "[apply] ddtree-patch apply --target $SITE failed:"; tail -5 "$OUT/apply.log"; exit 1
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" || exit 1
+python3 -m ddtree_patch audit --target "$SITE" > "$OUT/audit.log" 2>&1; echo "[audit] exit $? (0 = every DFLASH site decided)"
 python3 "$RIG/scripts/make_models.py" /tmp/models --weights > "$OUT/models.log" 2>&1 || { tail "$OUT/models.log"; exit 1; }
 python3 scripts/make_oracle_models.py /tmp/models > "$OUT/oracle_models.log" 2>&1 &  # CPU, beside the gates
 oracle_pid=$!

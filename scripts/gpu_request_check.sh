@@ -5,18 +5,8 @@
 #   refused with DDTree's messages, a plain one served. Exit 0 only then.
 # usage: RIG=/path/to/.gpurig bash scripts/gpu_request_check.sh [--budget N]
 set -uo pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export RIG=${RIG:-$REPO/.gpurig}
-export OUT=${OUT:-/tmp/out} PY=python3 SITE=/tmp/site
-mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
-[ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null
-[ -f "$RIG/tritoncache.tgz" ] && tar xzf "$RIG/tritoncache.tgz" -C ~/.triton/cache 2>/dev/null
-rm -rf "$SITE"  # start from the pristine bundle, as scripts/gpu_check.sh does
 # shellcheck source=/dev/null
-source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
-cd "$REPO" || exit 1
-python3 -m ddtree_patch apply --target "$SITE" > "$OUT/apply.log" 2>&1 || { echo "[apply] failed:"; tail -5 "$OUT/apply.log"; exit 1; }
-echo "[apply] ddtree-patch apply --target $SITE: OK"
+source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" || exit 1
 [ -d /tmp/models/target_struct ] || python3 "$RIG/scripts/make_models.py" /tmp/models --weights > "$OUT/models.log" 2>&1 \
   || { tail "$OUT/models.log"; exit 1; }
 python3 scripts/gpu_request_check.py --target /tmp/models/target_struct --draft /tmp/models/draft_rand "$@" 2>"$OUT/requests.err" \

@@ -1,0 +1,20 @@
+# Source me (bash) at the start of a device call: the one setup every GPU script shares.
+# Unpacks the carried JIT / Triton caches, installs the gpurig bundle's SGLang afresh into
+# $SITE (a warm machine keeps the last call's patched install), patches it with
+# `ddtree-patch apply` (log: $OUT/apply.log) and leaves the shell in the repository root.
+# Returns 1 when the bundle or the patch fails. Sets REPO, RIG, OUT, SITE, PY.
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export RIG=${RIG:-$REPO/.gpurig} OUT=${OUT:-/tmp/out} PY=python3 SITE=/tmp/site
+mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
+[ -d "$RIG/jitcache" ] && cp -rn "$RIG"/jitcache/. /tmp/tvm-ffi-cache/ 2>/dev/null
+[ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null
+[ -f "$RIG/tritoncache.tgz" ] && tar xzf "$RIG/tritoncache.tgz" -C ~/.triton/cache 2>/dev/null
+rm -rf "$SITE"
+# shellcheck source=/dev/null
+source "$RIG/scripts/env.sh" || { echo "bundle install failed"; return 1; }
+cd "$REPO" || return 1
+if python3 -m ddtree_patch apply --target "$SITE" > "$OUT/apply.log" 2>&1; then
+  echo "[apply] ddtree-patch apply --target $SITE: OK"
+else
+  echo "[apply] ddtree-patch apply --target $SITE failed:"; tail -5 "$OUT/apply.log"; return 1
+fi

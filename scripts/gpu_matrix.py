@@ -45,7 +45,15 @@ SUITES = ("base", "offchain")
 
 
 def configs(suites: tuple[str, ...] = SUITES) -> list[dict]:
-    return (base_configs() if "base" in suites else []) + (offchain_configs() if "offchain" in suites else [])
+    out = (base_configs() if "base" in suites else []) + (offchain_configs() if "offchain" in suites else [])
+    return [with_own_ports(c, i) for i, c in enumerate(out)]
+
+
+def with_own_ports(cfg: dict, index: int) -> dict:
+    """Fixed, distinct HTTP and NCCL ports per engine, below the ephemeral range: engines started in
+    parallel otherwise race for the free port SGLang picks (seen: EADDRINUSE at the NCCL rendezvous)."""
+    ports = {"port": 20000 + 10 * index, "nccl_port": 26000 + 10 * index}
+    return dict(cfg, engine={**ports, **cfg.get("engine", {})})
 
 
 def offchain_configs() -> list[dict]:

@@ -52,7 +52,12 @@ from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_captur
 from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
-from sglang.srt.speculative.ddtree.tree_round import draft_server_args, move_accepted_kv, path_features
+from sglang.srt.speculative.ddtree.tree_round import (
+    draft_server_args,
+    draft_vocab_logits,
+    move_accepted_kv,
+    path_features,
+)
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
@@ -296,15 +301,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         hidden = draft_out.logits_output.hidden_states
         if hidden is None:
             raise RuntimeError("DDTREE: the DFlash draft model returned no hidden states.")
-        hidden = hidden.view(bs, block, -1)[:, 1:, :]
-        lm_head = target_model.lm_head
-        weight = lm_head.weight
-        num_vocab = (
-            int(lm_head.shard_indices.num_org_elements)
-            if hasattr(lm_head, "shard_indices")
-            else int(weight.shape[0])
-        )
-        return torch.matmul(hidden.to(weight.dtype), weight[:num_vocab].T)
+        return draft_vocab_logits(hidden.view(bs, block, -1)[:, 1:, :], target_model.lm_head)
 
     def _verify(self, batch, verify_input, cache_loc_2d, bound_cpu):
         """One target forward over the tree; returns (logits output, ran as a CUDA graph)."""

@@ -91,6 +91,13 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
         "DDTREE speculative decoding does not support return_sampling_mask.",
     ),
     Capability(
+        "custom-logit-processor", "absent",
+        "custom logit processors (custom_logit_processor, with --enable-custom-logit-processor)",
+        "a processor sees one row of logits per request; a tree verify has one row per node, along "
+        "paths the processor never saw",
+        "DDTREE speculative decoding does not support custom logit processors.",
+    ),
+    Capability(
         "unified-memory", "absent",
         "--enable-unified-memory (SGLang 0.5.22+)",
         "the unified pool's page-granular move_kv_cache cannot express the per-token moves of "

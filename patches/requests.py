@@ -28,6 +28,8 @@ def requested_features(req: Any) -> list[str]:
         wanted.append("hidden-states-return")
     if getattr(req, "return_sampling_mask", False):
         wanted.append("sampling-mask")
+    if getattr(req, "custom_logit_processor", None):
+        wanted.append("custom-logit-processor")
     return wanted
 
 

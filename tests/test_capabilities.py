@@ -55,6 +55,7 @@ def test_every_gate_decision_follows_its_capability():
     (dict(return_logprob=True), "logprobs"),
     (dict(return_hidden_states=True), "hidden-states-return"),
     (dict(return_sampling_mask=True), "sampling-mask"),
+    (dict(custom_logit_processor="{\"callable\": \"...\"}"), "custom-logit-processor"),
 ])
 def test_ddtree_refuses_each_absent_request_feature(fields, capability):
     req = _request(**fields)

@@ -32,9 +32,12 @@ CASES = {
     "ebnf": {"sampling": {"ebnf": 'root ::= "a"'}},
     "logprob": {"return_logprob": True},
     "hidden_states": {"return_hidden_states": True},
+    # what the tokenizer manager hands on once --enable-custom-logit-processor admits it
+    "logit_processor": {"custom_logit_processor": '{"callable": "x"}'},
 }
 REFUSED_BY = {"json_schema": "grammar", "regex": "grammar", "ebnf": "grammar", "logprob": "logprobs",
-              "hidden_states": "hidden-states-return", "sampling_mask": "sampling-mask"}
+              "hidden_states": "hidden-states-return", "sampling_mask": "sampling-mask",
+              "logit_processor": "custom-logit-processor"}
 
 
 def _cases(version: str) -> dict:

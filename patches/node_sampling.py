@@ -3,7 +3,9 @@
 Plain SGLang adjusts the next-token logits (penalties from the output so far, logit bias), then
 samples with temperature / top-k / top-p / min-p. DDTree does the same at every node, with the
 node's own path counted as output (`kernels.path_penalties`), then draws exactly with
-`kernels.posterior_tokens` (no vocabulary truncation). What cannot be made exact is refused:
+`kernels.posterior_tokens` (no vocabulary truncation), in SGLang's filter order for the batch:
+joint, or on the FlashInfer backend with min-p in the batch top-p over the renormalised top-k set
+(`kernels.sequential_top_p`). What cannot be made exact is refused:
 `unsupported_sampling_reason` names it, and `NodeSampler.posterior` raises with that message
 rather than sample something else.
 
@@ -22,6 +24,7 @@ import os
 import torch
 
 from sglang.srt.speculative.ddtree.kernels import posterior_tokens
+from sglang.srt.speculative.ddtree.kernels.sequential_top_p import sequential_top_p
 from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, apply_path_penalties
 
 # Test hook for scripts/gpu_sampling_check.py only: a node with a child emits its first child (the
@@ -52,11 +55,13 @@ def unsupported_sampling_reason(sampling_info, sampling_backend: str | None = No
         return "DDTREE does not support watermarking."
     if getattr(sampling_info, "sampling_mask_batch_indices", None) is not None:
         return "DDTREE does not support returning sampling masks."
-    if (sampling_backend in (None, "flashinfer") and sampling_info.need_min_p_sampling
-            and sampling_info.need_top_k_sampling and sampling_info.need_top_p_sampling):
-        return ("DDTREE does not support top-k with top-p while the batch uses min-p on the FlashInfer backend "
-                "(FlashInfer then applies top-p to the renormalised top-k set); use --sampling-backend pytorch.")
     return None
+
+
+def renormalises_top_k(sampling_info, sampling_backend: str | None) -> bool:
+    """SGLang samples this batch in FlashInfer's min-p order: top-p over the renormalised top-k set."""
+    return (sampling_backend in (None, "flashinfer") and bool(sampling_info.need_min_p_sampling)
+            and bool(sampling_info.need_top_k_sampling) and bool(sampling_info.need_top_p_sampling))
 
 
 def _penalizer_tensors(sampling_info) -> dict[str, torch.Tensor]:
@@ -135,9 +140,26 @@ class NodeSampler:
         if info.is_all_greedy:
             return logits.argmax(dim=-1)
         seed = info.sampling_seed if getattr(info, "sampling_seed", None) is not None else generator
-        out = posterior_tokens(logits, info.temperatures.view(-1), info.top_ks.view(-1), info.top_ps.view(-1), seed,
-                               min_p=info.min_ps.view(-1), positions=positions)
+        temps, top_ks, top_ps = info.temperatures.view(-1), info.top_ks.view(-1), info.top_ps.view(-1)
+        if renormalises_top_k(info, sampling_backend):
+            out = _draw_per_node(logits, temps, top_ks, sequential_top_p(logits, temps, top_ks, top_ps), seed,
+                                 info.min_ps.view(-1), positions)
+        else:
+            out = posterior_tokens(logits, temps, top_ks, top_ps, seed, min_p=info.min_ps.view(-1), positions=positions)
         return _favour_first_child(out, tree_tokens, parent, generator) if _TEST_BIAS else out
+
+
+def _draw_per_node(logits: torch.Tensor, temps: torch.Tensor, top_ks: torch.Tensor, node_top_p: torch.Tensor,
+                   seed: torch.Tensor | torch.Generator, min_ps: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """`posterior_tokens` with a top-p per node: every node as its own row, with its request's seed, so
+    the draws (keyed by seed and position) are the ones the batched call makes."""
+    bs, n, vocab = logits.shape
+    if isinstance(seed, torch.Generator):
+        seed = torch.randint(0, 2**62, (bs,), generator=seed, device=seed.device)
+    per_node = lambda t: t.to(logits.device).repeat_interleave(n)  # noqa: E731
+    out = posterior_tokens(logits.reshape(bs * n, 1, vocab), per_node(temps), per_node(top_ks), node_top_p.reshape(-1),
+                           per_node(seed.to(torch.int64)), min_p=per_node(min_ps), positions=positions.reshape(bs * n, 1))
+    return out.view(bs, n)
 
 
 def _favour_first_child(out: torch.Tensor, tree_tokens: torch.Tensor, parent: torch.Tensor,

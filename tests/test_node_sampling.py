@@ -13,12 +13,14 @@ import sys
 import types
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from tests.kernels_env import INTERPRETED  # noqa: F401  (sets TRITON_INTERPRET first)
 
 from kernels.path_penalties import Penalties, apply_path_penalties
+from tests.test_sampling_distribution import ALPHA, _biased, _chi_square_p, _power, sglang_probs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,8 +69,10 @@ def test_refusals(ns) -> None:
     assert "grammar" in ns.unsupported_sampling_reason(_info(2, 10, grammars=[None, object()]))
     assert "watermark" in ns.unsupported_sampling_reason(_info(2, 10, has_watermark_candidates=True))
     mixed = _info(2, 10, greedy=False, need_top_k_sampling=True, need_top_p_sampling=True, need_min_p_sampling=True)
-    assert "FlashInfer" in ns.unsupported_sampling_reason(mixed)
-    assert ns.unsupported_sampling_reason(mixed, "pytorch") is None
+    assert ns.unsupported_sampling_reason(mixed) is None  # sampled in FlashInfer's order (test below)
+    assert ns.renormalises_top_k(mixed, None) and ns.renormalises_top_k(mixed, "flashinfer")
+    assert not ns.renormalises_top_k(mixed, "pytorch")
+    assert not ns.renormalises_top_k(_info(2, 10, greedy=False, need_min_p_sampling=True), None)
     sampler = ns.NodeSampler(4, "cpu")
     batch = types.SimpleNamespace(sampling_info=_info(1, 10, has_custom_logit_processor=True), reqs=[],
                                   req_pool_indices=torch.zeros(1, dtype=torch.int64))
@@ -112,3 +116,46 @@ def test_counts_follow_requests_and_reach_the_draw(ns) -> None:
     fresh = torch.zeros(vocab)
     fresh[8] = 1
     assert torch.equal(sampler.counts[3], counts[0]) and torch.equal(sampler.counts[1], fresh)
+
+
+def _flashinfer_min_p_probs(logits: np.ndarray, temp: float, top_k: int, top_p: float, min_p: float) -> np.ndarray:
+    """SGLang's FlashInfer sampler with min-p in the batch: top-k renormalised, then top-p, then min-p."""
+    z = logits / temp
+    p = np.exp(z - z.max())
+    p /= p.sum()
+    order = np.argsort(-p, kind="stable")
+    ps = p[order].copy()
+    ps[top_k:] = 0.0
+    ps /= ps.sum()
+    ps[(np.cumsum(ps) - ps) > top_p] = 0.0
+    ps[ps < ps[0] * min_p] = 0.0
+    out = np.zeros_like(p)
+    out[order] = ps
+    return out / out.sum()
+
+
+def test_flashinfer_min_p_batch_samples_top_p_over_the_renormalised_top_k(ns) -> None:
+    """A batch with min-p on the FlashInfer backend: DDTree's node draws follow SGLang's sequential
+    order (chi-square over 20,000 draws, power stated), which the joint order would fail."""
+    vocab, temp, top_k, top_p, min_p = 512, 0.8, 40, 0.7, 0.05
+    raw = torch.randn(vocab, generator=torch.Generator().manual_seed(3), dtype=torch.float64) * 1.5
+    probs = _flashinfer_min_p_probs(raw.numpy(), temp, top_k, top_p, min_p)
+    joint = sglang_probs(raw.numpy(), temp, top_k, top_p, min_p)
+    assert np.abs(probs - joint).sum() > 0.1  # the two orders really differ on this row
+    draws, bs = [], 5000
+    for start in range(0, 20_000, bs):
+        ones = torch.ones(bs)
+        info = _info(bs, vocab, greedy=False, temperatures=(temp * ones)[:, None], top_ks=torch.full((bs,), top_k),
+                     top_ps=top_p * ones, min_ps=min_p * ones, need_top_k_sampling=True, need_top_p_sampling=True,
+                     need_min_p_sampling=True, sampling_seed=torch.arange(start, start + bs) * 7919 + 11)
+        batch = types.SimpleNamespace(sampling_info=info, reqs=[], req_pool_indices=torch.zeros(bs, dtype=torch.int64))
+        got = ns.NodeSampler(1, "cpu").posterior(
+            raw.float()[None, None].expand(bs, 1, vocab).contiguous(), batch, torch.zeros(bs, 1, dtype=torch.int64),
+            torch.full((bs, 1), -1), torch.full((bs, 1), 1000), 0, torch.zeros(bs, dtype=torch.int64),
+            torch.Generator(), None)
+        draws.append(got[:, 0].numpy())
+    tokens = np.concatenate(draws)
+    assert _power(probs, len(tokens)) >= 0.99
+    assert _chi_square_p(tokens, probs) > ALPHA
+    assert _chi_square_p(tokens, joint) < ALPHA
+    assert _chi_square_p(_biased(tokens, probs, seed=5), probs) < ALPHA

@@ -1,0 +1,50 @@
+"""DDTreeWorkerV2's round against a fake target that attends through the verify mask (CPU).
+
+`tests/round_harness/drive_round_attn.py`: each tree node's next token is computed from the KV
+entries (token, position) it can see through its row of the verify mask, so the round's mask,
+verify positions, KV slots, in-place commit move and draft-KV positions all decide the output.
+Greedy and seeded sampled decoding must equal sequential decoding token for token, over rounds
+whose accepted paths leave the first-child chain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+from tests.test_ddtree_round import stub_site  # noqa: E402,F401  (the stub SGLang tree fixture)
+
+REPO = Path(__file__).resolve().parents[1]
+CASES = [(0, 0, "greedy"), (3, 3, "greedy"), (7, 7, "greedy"), (12, 3, "greedy"), (32, 32, "greedy"),
+         (7, 7, "sampled"), (32, 32, "sampled")]
+
+
+@pytest.fixture(scope="module")
+def results(stub_site) -> dict:  # noqa: F811
+    env = dict(os.environ, PYTHONPATH=str(stub_site))
+    proc = subprocess.run([sys.executable, str(REPO / "tests/round_harness/drive_round_attn.py"),
+                           *(f"{b}:{k}:{m}" for b, k, m in CASES)], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return {(r["budget"], r["topk"], r["mode"]): r for r in rows}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"b{c[0]}-k{c[1]}-{c[2]}")
+def test_round_through_an_attending_target_equals_sequential_decoding(results, case):
+    got = results[case]
+    assert got["equal_to_sequential"] and got["draft_commit_ok"], got
+    budget = case[0]
+    if budget == 0:
+        assert got["tokens_per_round"] == 1.0
+    elif budget >= 3:
+        assert got["rounds_with_off_chain_paths"] > 0, got  # the commit really moved KV
+        assert got["tokens_per_round"] > 1.0, got

@@ -58,14 +58,3 @@ def default_policy() -> Policy:
 
     return Policy(ENTRIES)
 
-
-def accept_all() -> Policy:
-    """Every claimed site takes its rule's own decision (used to run the rules' examples)."""
-
-    class _AcceptAll(Policy):
-        def decide(self, path, qualname, rule):
-            if rule is None:
-                return Decision.UNHANDLED, "no rule", ""
-            return rule.decision, "example", ""
-
-    return _AcceptAll(())

@@ -30,3 +30,22 @@ def release_site(tmp_path_factory):
 def fresh_release(tmp_path):
     """install(version) -> a private site folder the test may modify."""
     return lambda version: install_release(version, tmp_path / f"site-{version}")
+
+
+@pytest.fixture(scope="module")
+def dropin(tmp_path_factory):
+    """dropin(name) -> the module `sglang.srt.speculative.ddtree.<name>` imported in-process from
+    the stub SGLang (tests/round_harness/stubs.py); the stub leaves sys.modules afterwards."""
+    import importlib
+    import sys
+
+    from tests.round_harness.stubs import make_stub_site
+
+    site = str(make_stub_site(tmp_path_factory.mktemp("stub_sglang")))
+    sys.path.insert(0, site)
+    try:
+        yield lambda name: importlib.import_module(f"sglang.srt.speculative.ddtree.{name}")
+    finally:
+        sys.path.remove(site)
+        for name in [n for n in sys.modules if n == "sglang" or n.startswith("sglang.")]:
+            del sys.modules[name]

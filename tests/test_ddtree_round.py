@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,21 +18,14 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from tests.round_harness.stubs import STUB_MODULES  # noqa: E402
+from tests.round_harness.stubs import make_stub_site  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def stub_site(tmp_path_factory) -> Path:
-    site = tmp_path_factory.mktemp("stub_sglang")
-    for rel, text in STUB_MODULES.items():
-        (site / rel).parent.mkdir(parents=True, exist_ok=True)
-        (site / rel).write_text(text)
-    dropin = site / "sglang/srt/speculative/ddtree"
-    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
-    return site
+    return make_stub_site(tmp_path_factory.mktemp("stub_sglang"))
 
 
 CASES = [(0, 0), (1, 1), (7, 7), (8, 2), (32, 32)]

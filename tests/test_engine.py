@@ -67,13 +67,17 @@ def test_text_stays_text(name):
 
 
 def test_edits_keep_crlf_bom_and_untouched_bytes():
-    source = '\ufeff# header\r\nX = 1  # keep   spacing\r\nif a == "DFLASH":\r\n    pass\r\n'
-    data = source.encode("utf-8")
-    result = analyse_file(RUNTIME_FILE, b"\xef\xbb\xbf" + source[1:].encode(), default_policy())
-    after = SourceText.decode(b"\xef\xbb\xbf" + source[1:].encode()).encode(result.replacements)
-    assert after.startswith(b"\xef\xbb\xbf# header\r\nX = 1  # keep   spacing\r\n")
-    assert b'if a in ("DFLASH", "DDTREE"):\r\n    pass\r\n' in after
-    assert data  # (the BOM string above only documents the layout)
+    data = b'\xef\xbb\xbf# header\r\nX = 1  # keep   spacing\r\nif a == "DFLASH":\r\n    pass\r\n'
+    result = analyse_file(RUNTIME_FILE, data, default_policy())
+    after = SourceText.decode(data).encode(result.replacements)
+    assert after == data.replace(b'a == "DFLASH"', b'a in ("DFLASH", "DDTREE")')
+
+
+def test_a_glob_never_decides_a_token_no_rule_claimed():
+    """kv_cache_hook's unified-memory gate is a `*` entry: a new form there must still be UNHANDLED."""
+    source = b'def handle_unified_memory_pool(args):\n    match args.algo:\n        case "DFLASH":\n            pass\n'
+    result = analyse_file("srt/arg_groups/kv_cache_hook.py", source, default_policy())
+    assert [(s.rule, s.decision) for s in result.sites] == [("", Decision.UNHANDLED)]
 
 
 def test_text_and_references_are_counted_not_edited():

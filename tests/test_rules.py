@@ -1,25 +1,36 @@
-"""Every rule's own examples: what it must rewrite (exactly) and what it must leave alone."""
+"""Every rule's own examples under the real policy: which rule owns each site, its decision, and
+the exact rewrite; plus the policy's entries checked against the rule forms."""
 
 from __future__ import annotations
+
+from fnmatch import fnmatchcase
 
 import pytest
 
 from ddtree_patch.analyse import SourceText, analyse_file
-from ddtree_patch.policy import Entry, Policy, accept_all
+from ddtree_patch.data.policy import ENTRIES
+from ddtree_patch.policy import UNMATCHED, Entry, Policy, default_policy
 from ddtree_patch.rules import RULES
 from ddtree_patch.sites import Decision
 
+POLICY = default_policy()
+FORMS = {rule.form for rule in RULES}
 
-def _transform(source: str) -> tuple[str, list]:
+
+def _transform(source: str, policy: Policy = POLICY) -> tuple[str, list]:
     data = source.encode()
-    result = analyse_file("example.py", data, accept_all())
+    result = analyse_file("example.py", data, policy)
     assert result.skipped is None, result.skipped
     return SourceText.decode(data).encode(result.replacements).decode(), result.sites
 
 
+def _owned(sites: list, rule_id: str) -> list:
+    return [site for site in sites if site.rule == rule_id]
+
+
 NARROWINGS = [(rule, before, after) for rule in RULES for before, after in rule.MUST_NARROW]
 REWRITES = [(rule.id, before, after) for rule in RULES for before, after in rule.MUST_REWRITE]
-CLAIMS = [(rule.id, source) for rule in RULES for source in rule.MUST_CLAIM]
+CLAIMS = [(rule.id, source, decision) for rule in RULES for source, decision in rule.MUST_CLAIM]
 UNTOUCHED = [(rule.id, source) for rule in RULES for source in rule.MUST_NOT_TOUCH]
 
 
@@ -27,28 +38,42 @@ UNTOUCHED = [(rule.id, source) for rule in RULES for source in rule.MUST_NOT_TOU
 def test_rule_rewrites(rule_id, before, after):
     output, sites = _transform(before)
     assert output == after
-    assert any(site.rule == rule_id for site in sites)
-    again, _ = _transform(output)
+    owned = _owned(sites, rule_id)
+    assert owned and all(s.decision in (Decision.WIDEN, Decision.EDIT) and not s.applied for s in owned), sites
+    again, sites_after = _transform(output)
     assert again == output, "applying a rule twice must change nothing"
+    # ("x in (DFLASH, DDTREE)" is then a membership test: whichever rule owns it, it is done)
+    assert all(s.applied for s in sites_after if s.decision in (Decision.WIDEN, Decision.EDIT)), sites_after
     compile(output, "example.py", "exec")
 
 
 @pytest.mark.parametrize("rule_id,source", UNTOUCHED, ids=[f"{r}-{i}" for i, (r, _) in enumerate(UNTOUCHED)])
 def test_rule_leaves_alone(rule_id, source):
-    output, _ = _transform(source)
+    """Unchanged, and the rule owns no site here unless its rewrite is already in place."""
+    output, sites = _transform(source)
     assert output == source
+    assert all(s.applied for s in _owned(sites, rule_id)), sites
 
 
-@pytest.mark.parametrize("rule_id,source", CLAIMS, ids=[f"{r}-{i}" for i, (r, _) in enumerate(CLAIMS)])
-def test_rule_claims(rule_id, source):
-    _, sites = _transform(source)
-    assert [site.rule for site in sites] == [rule_id]
+@pytest.mark.parametrize("rule_id,source,decision", CLAIMS, ids=[f"{r}-{i}" for i, (r, _, _) in enumerate(CLAIMS)])
+def test_rule_claims(rule_id, source, decision):
+    output, sites = _transform(source)
+    assert [(s.rule, s.decision) for s in sites] == [(rule_id, decision)]
+    assert output == source  # a rule that only classifies writes nothing
 
 
-def test_every_rule_has_examples():
+def test_every_rule_proves_its_claim():
     for rule in RULES:
         assert rule.MUST_NOT_TOUCH, f"{rule.id} has no must-not-touch examples"
-        assert rule.MUST_REWRITE or rule.decision is not Decision.EDIT, f"{rule.id} edits but shows no rewrite"
+        assert rule.MUST_REWRITE or rule.MUST_CLAIM, f"{rule.id} shows no site it owns"
+
+
+def test_policy_entries_name_real_forms():
+    """A typo'd form would match no site and leave its gate to a later, more general entry."""
+    unknown = [e for e in ENTRIES if e.form != UNMATCHED and not any(fnmatchcase(f, e.form) for f in FORMS)]
+    assert unknown == []
+    decided = {f for f in FORMS if any(e.form != UNMATCHED and fnmatchcase(f, e.form) for e in ENTRIES)}
+    assert decided == FORMS, f"forms no entry decides: {FORMS - decided}"
 
 
 @pytest.mark.parametrize("rule,before,after", NARROWINGS, ids=[f"{r.id}-{i}" for i, (r, _, _) in enumerate(NARROWINGS)])

@@ -12,7 +12,6 @@ from ddtree_patch import tokens as tk
 from ddtree_patch.rules._twin import element_of
 from ddtree_patch.rules.base import Context, Rule, Token
 from ddtree_patch.rules.membership import has_any_twin, widen_collection
-from ddtree_patch.sites import Decision
 
 _WRAPPERS = frozenset({"frozenset", "set", "tuple", "list"})
 
@@ -20,7 +19,6 @@ _WRAPPERS = frozenset({"frozenset", "set", "tuple", "list"})
 class AllowList(Rule):
     id = "allow-list"
     form = "allow-list"
-    decision = Decision.WIDEN
     MUST_REWRITE = [
         ('_RESERVED = frozenset(\n    {"DFLASH", "EAGLE", "NONE"}\n)\n', '_RESERVED = frozenset(\n    {"DFLASH", "DDTREE", "EAGLE", "NONE"}\n)\n'),
         ('SUPPORTED: tuple = ("EAGLE", "DFLASH")\n', 'SUPPORTED: tuple = ("EAGLE", "DFLASH", "DDTREE")\n'),

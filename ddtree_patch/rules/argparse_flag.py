@@ -8,7 +8,6 @@ import libcst.matchers as m
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules.base import Context, Rule, Token
 from ddtree_patch.rules.server_arg_field import FIELDS
-from ddtree_patch.sites import Decision
 
 _INT_FLAG = '{parser}.add_argument(\n    "{flag}",\n    type=int,\n    default={default},\n    help="{help}",\n)\n'
 _BOOL_FLAG = '{parser}.add_argument(\n    "{flag}",\n    action="store_true",\n    help="{help}",\n)\n'
@@ -21,7 +20,6 @@ def _flag(field: str) -> str:
 class ArgparseFlag(Rule):
     id = "argparse-flag"
     form = "argparse-flag"
-    decision = Decision.EDIT
     MUST_REWRITE = [
         (
             'def add(parser):\n    parser.add_argument(\n        "--speculative-algorithm",\n        type=str,\n    )\n',

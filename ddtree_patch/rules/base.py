@@ -1,8 +1,10 @@
 """What a rewrite rule is: one syntactic form, its claim on a token, its rewrite, its examples.
 
 Rules follow the Fixit habit: each carries code it must rewrite (`MUST_REWRITE`, before/after)
-and code it must leave alone (`MUST_NOT_TOUCH`); a rule that only classifies also lists code whose
-site it must own (`MUST_CLAIM`). One parametrised test runs them all.
+and code it must leave alone (`MUST_NOT_TOUCH`: it owns no site there, or only one already
+rewritten); a rule that only classifies lists code whose site it must own, with the decision the
+policy gives it (`MUST_CLAIM`). One parametrised test runs them all under the real policy: a rule
+holds no decision of its own, `data/policy.py` is the one source of decisions.
 """
 
 from __future__ import annotations
@@ -58,12 +60,12 @@ class Rule:
 
     id: ClassVar[str]
     form: ClassVar[str]
-    decision: ClassVar[Decision]  # what applying this rule means in the ledger
     MUST_REWRITE: ClassVar[list[tuple[str, str]]] = []
     MUST_NOT_TOUCH: ClassVar[list[str]] = []
     NARROWS: ClassVar[bool] = False  # can test DDTREE away where DDTree lacks the capability
     MUST_NARROW: ClassVar[list[tuple[str, str]]] = []  # (before, after) when the policy narrows
-    MUST_CLAIM: ClassVar[list[str]] = []  # code whose DFLASH site this rule owns (for rules that only classify)
+    # (code, the policy's decision) whose one DFLASH site this rule owns (rules that only classify)
+    MUST_CLAIM: ClassVar[list[tuple[str, Decision]]] = []
 
     def claim(self, token: Token, ctx: Context) -> cst.CSTNode | None:
         raise NotImplementedError

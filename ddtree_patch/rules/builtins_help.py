@@ -11,7 +11,6 @@ import libcst as cst
 
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules.base import Context, Rule, Token
-from ddtree_patch.sites import Decision
 
 _WORD = re.compile(r"\bDFLASH\b")
 
@@ -19,7 +18,6 @@ _WORD = re.compile(r"\bDFLASH\b")
 class BuiltinsHelp(Rule):
     id = "builtins-help"
     form = "builtins-help"
-    decision = Decision.EDIT
     MUST_REWRITE = [
         (
             'h = "Speculative algorithm. Builtins: EAGLE, NGRAM, DFLASH. Or any name."\n',

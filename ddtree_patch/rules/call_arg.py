@@ -17,9 +17,12 @@ from ddtree_patch.sites import Decision
 class CallArg(Rule):
     id = "call-arg"
     form = "call-arg"
-    decision = Decision.KEEP
     MUST_REWRITE = []
-    MUST_NOT_TOUCH = ['_assert_backends(cfg, "DFLASH")\n', 'getattr(SpeculativeAlgorithm, "DFLASH")\n']
+    MUST_CLAIM = [
+        ('_assert_backends(cfg, "DFLASH")\n', Decision.UNHANDLED),  # no entry decides it here
+        ('def _dflash_backends(cfg):\n    return _assert_backends(cfg, "DFLASH")\n', Decision.KEEP),
+    ]
+    MUST_NOT_TOUCH = ['_assert_backends(cfg, algorithm="DFLASH")\n', 'x = "DFLASH"[0]\n']
 
     def claim(self, token: Token, ctx: Context) -> cst.CSTNode | None:
         expr = operand(token.node, ctx) if token.kind == tk.TokenKind.LOGIC else None

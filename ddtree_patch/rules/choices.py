@@ -8,13 +8,11 @@ from ddtree_patch import tokens as tk
 from ddtree_patch.rules._twin import element_of
 from ddtree_patch.rules.base import Context, Rule, Token
 from ddtree_patch.rules.membership import has_any_twin, widen_collection
-from ddtree_patch.sites import Decision
 
 
 class Choices(Rule):
     id = "choices"
     form = "choices"
-    decision = Decision.WIDEN
     MUST_REWRITE = [
         (
             'parser.add_argument(\n    "--algorithm",\n    choices=["DFLASH", "EAGLE", "NGRAM"],\n)\n',

@@ -13,7 +13,6 @@ import libcst as cst
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules.base import Context, Rule, Token
 from ddtree_patch.rules.predicate_call import predicate_call
-from ddtree_patch.sites import Decision
 
 DISPATCH_FUNCTION = "create_worker"
 BRANCH = (
@@ -30,7 +29,6 @@ _SERVER_ARGS_PARAM = re.compile(r"def\s+\w+\(\s*self\s*,\s*(\w+)")
 class CreateWorker(Rule):
     id = "create-worker"
     form = "worker-dispatch"
-    decision = Decision.EDIT
     MUST_REWRITE = [
         (
             "class S(Enum):\n"

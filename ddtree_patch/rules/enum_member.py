@@ -12,7 +12,6 @@ import libcst.matchers as m
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules._twin import twin
 from ddtree_patch.rules.base import Context, Rule, Token
-from ddtree_patch.sites import Decision
 
 _VALUE = m.Call(func=m.Name("auto"), args=[]) | m.SimpleString()
 
@@ -20,7 +19,6 @@ _VALUE = m.Call(func=m.Name("auto"), args=[]) | m.SimpleString()
 class EnumMember(Rule):
     id = "enum-member"
     form = "enum-member"
-    decision = Decision.EDIT
     MUST_REWRITE = [
         (
             "class SpeculativeAlgorithm(Enum):\n    EAGLE = auto()\n    DFLASH = auto()  # block drafter\n    NGRAM = auto()\n",

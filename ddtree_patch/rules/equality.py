@@ -12,7 +12,6 @@ import libcst as cst
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules._twin import is_dflash_operand, operand, twin
 from ddtree_patch.rules.base import Context, Rule, Token
-from ddtree_patch.sites import Decision
 
 _POSITIVE = (cst.Equal, cst.Is)
 _NEGATIVE = (cst.NotEqual, cst.IsNot)
@@ -54,7 +53,6 @@ def widen_equality(original: cst.Comparison, updated: cst.Comparison) -> cst.Com
 class Equality(Rule):
     id = "equality"
     form = "equality"
-    decision = Decision.WIDEN
     MUST_REWRITE = [
         ('if algo == "DFLASH":\n    pass\n', 'if algo in ("DFLASH", "DDTREE"):\n    pass\n'),
         ('ok = "DFLASH" != args.speculative_algorithm\n', 'ok = args.speculative_algorithm not in ("DFLASH", "DDTREE")\n'),
@@ -69,6 +67,10 @@ class Equality(Rule):
         (
             "z = str(a).upper() == SpeculativeAlgorithm.DFLASH.name\n",
             "z = str(a).upper() in (SpeculativeAlgorithm.DFLASH.name, SpeculativeAlgorithm.DDTREE.name)\n",
+        ),
+        (
+            "if spec is SpeculativeAlgorithm.DFLASH:\n    pass\n",
+            "if spec in (SpeculativeAlgorithm.DFLASH, SpeculativeAlgorithm.DDTREE):\n    pass\n",
         ),
         ("w = algo is not SpeculativeAlgorithm.DFLASH\n", "w = algo not in (SpeculativeAlgorithm.DFLASH, SpeculativeAlgorithm.DDTREE)\n"),
     ]

@@ -18,12 +18,12 @@ from ddtree_patch.sites import Decision
 class FlagName(Rule):
     id = "flag-name"
     form = "flag-name"
-    decision = Decision.KEEP
     MUST_CLAIM = [
-        'parser.add_argument("--speculative-dflash-block-size", type=int, help="Block size.")\n',
-        'parser.add_argument("--speculative-draft-window-size", "--speculative-dflash-draft-window-size")\n',
+        ('parser.add_argument("--speculative-dflash-block-size", type=int, help="Block size.")\n', Decision.KEEP),
+        ('parser.add_argument("--speculative-draft-window-size", "--speculative-dflash-draft-window-size")\n',
+         Decision.KEEP),
     ]
-    MUST_NOT_TOUCH = MUST_CLAIM + [
+    MUST_NOT_TOUCH = [
         'argv = ["--speculative-algorithm=DFLASH"]\n',
         'parser.add_argument("--x", default="--dflash-mode")\n',
     ]

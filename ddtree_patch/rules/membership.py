@@ -11,7 +11,6 @@ import libcst as cst
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules._twin import element_of, has_twin, insert_twin, is_dflash_operand
 from ddtree_patch.rules.base import Context, Rule, Token
-from ddtree_patch.sites import Decision
 
 
 def collection_in_test(token: Token, ctx: Context):
@@ -39,7 +38,6 @@ def has_any_twin(collection) -> bool:
 class Membership(Rule):
     id = "membership"
     form = "membership"
-    decision = Decision.WIDEN
     MUST_REWRITE = [
         ('if a in ("DFLASH", "EAGLE"):\n    pass\n', 'if a in ("DFLASH", "DDTREE", "EAGLE"):\n    pass\n'),
         ('if a not in ["EAGLE", "DFLASH"]:\n    pass\n', 'if a not in ["EAGLE", "DFLASH", "DDTREE"]:\n    pass\n'),

@@ -31,7 +31,6 @@ def predicate_call(token: Token, ctx: Context) -> cst.Call | None:
 class PredicateCall(Rule):
     id = "predicate-call"
     form = "predicate-call"
-    decision = Decision.WIDEN
     MUST_REWRITE = []  # a widening needs no edit here: the definition carries it
     NARROWS = True
     MUST_NARROW = [
@@ -45,9 +44,13 @@ class PredicateCall(Rule):
             "if not (spec_algorithm.is_dflash_family() and not spec_algorithm.is_ddtree()):\n    pass\n",
         ),
     ]
+    MUST_CLAIM = [
+        ("if spec.is_dflash():\n    pass\n", Decision.WIDEN),
+        ("ok = runner.spec_algorithm.is_dflash_family() and x\n", Decision.WIDEN),
+    ]
     MUST_NOT_TOUCH = [
-        "if spec.is_dflash():\n    pass\n",
-        "ok = runner.spec_algorithm.is_dflash_family() and x\n",
+        "def is_dflash(self):\n    return self.name in ('DFLASH', 'DDTREE')\n",
+        "check = spec.is_dflash\n",
     ]
 
     def claim(self, token: Token, ctx: Context) -> cst.CSTNode | None:

@@ -12,7 +12,6 @@ import libcst as cst
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules._twin import twin
 from ddtree_patch.rules.base import Context, Rule, Token
-from ddtree_patch.sites import Decision
 
 
 class _Rename(cst.CSTTransformer):
@@ -23,7 +22,6 @@ class _Rename(cst.CSTTransformer):
 class PredicateDef(Rule):
     id = "predicate-def"
     form = "predicate-def"
-    decision = Decision.EDIT
     MUST_REWRITE = [  # (the body's comparison is widened by the equality rule)
         (
             "class S(Enum):\n    def is_dflash(self) -> bool:\n        return self == S.DFLASH\n",

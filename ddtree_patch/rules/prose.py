@@ -54,15 +54,14 @@ def _text(node: cst.CSTNode) -> str:
 class Prose(Rule):
     id = "prose"
     form = "prose"
-    decision = Decision.KEEP
     MUST_CLAIM = [
-        'x = parse(raw, field_name="DFLASH block_size")\n',
-        'def f(req):\n    return "DFLASH speculative decoding does not support " "logprobs yet."\n',
-        'def f(n):\n    reason = ("DFLASH rehearsal exhausted memory for " f"{n} matrices")\n',
-        'def f():\n    return False, "CP/TP-sharing DFLASH PD requires the same TP size"\n',
-        'class S:\n    block: A[int, "DFLASH only. Block size."] = None\n',
+        ('x = parse(raw, field_name="DFLASH block_size")\n', Decision.KEEP),
+        ('def f(req):\n    return "DFLASH speculative decoding does not support " "logprobs yet."\n', Decision.KEEP),
+        ('def f(n):\n    reason = ("DFLASH rehearsal exhausted memory for " f"{n} matrices")\n', Decision.KEEP),
+        ('def f():\n    return False, "CP/TP-sharing DFLASH PD requires the same TP size"\n', Decision.KEEP),
+        ('class S:\n    block: A[int, "DFLASH only. Block size."] = None\n', Decision.KEEP),
     ]
-    MUST_NOT_TOUCH = MUST_CLAIM + [
+    MUST_NOT_TOUCH = [
         'if re.fullmatch("DFLASH|EAGLE", x):\n    pass\n',
         'names = "EAGLE,DFLASH".split(",")\n',
         'mode = table["DFLASH mode"]\n',

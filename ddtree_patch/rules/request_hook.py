@@ -14,13 +14,15 @@ import libcst.matchers as m
 
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules.base import Context, Rule, Token
-from ddtree_patch.sites import Decision
 
 DFLASH_VALIDATOR = "validate_dflash_request"
 HOOK = "validate_ddtree_request"
 IMPORT = "from sglang.srt.speculative.ddtree.requests import validate_ddtree_request\n"
+_VALIDATE = m.Call(func=m.Name(DFLASH_VALIDATOR))
+# Also the rewritten line, so the rule still owns its site after apply (and `applied` sees it).
+_HOOKED = m.BooleanOperation(left=m.Call(func=m.Name(HOOK)), operator=m.Or(), right=_VALIDATE)
 _ASSIGN = m.SimpleStatementLine(body=[m.Assign(targets=[m.AssignTarget(m.Name())],
-                                               value=m.Call(func=m.Name(DFLASH_VALIDATOR)))])
+                                               value=m.OneOf(_VALIDATE, _HOOKED))])
 _PREDICATE = m.Call(func=m.Attribute(attr=m.OneOf(*(m.Name(p) for p in tk.PREDICATES))), args=[])
 
 
@@ -31,7 +33,6 @@ def _validator_line(branch: cst.If) -> cst.SimpleStatementLine | None:
 class RequestHook(Rule):
     id = "request-hook"
     form = "request-hook"
-    decision = Decision.EDIT
     MUST_REWRITE = [
         (
             "def handle(self, req):\n"

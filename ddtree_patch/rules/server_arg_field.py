@@ -11,7 +11,6 @@ import libcst as cst
 
 from ddtree_patch import tokens as tk
 from ddtree_patch.rules.base import Context, Rule, Token
-from ddtree_patch.sites import Decision
 
 # (field, type, default, help): the single description of DDTree's flags, shared with argparse.
 FIELDS = (
@@ -37,7 +36,6 @@ def _annotated_alias(annotation: cst.BaseExpression) -> str | None:
 class ServerArgField(Rule):
     id = "server-arg-field"
     form = "server-arg-field"
-    decision = Decision.EDIT
     MUST_REWRITE = [
         (
             "class ServerArgs:\n    speculative_algorithm: Optional[str] = None\n    x: int = 1\n",

@@ -16,7 +16,6 @@ from ddtree_patch.rules._twin import is_dflash_operand
 from ddtree_patch.rules.base import Context, Rule, Token
 from ddtree_patch.rules.equality import widen_equality
 from ddtree_patch.rules.membership import has_any_twin, widen_collection
-from ddtree_patch.sites import Decision
 
 DFLASH_HANDLER = "_handle_dflash"
 INLINE_VALIDATION_FUNCTIONS = frozenset({"_handle_speculative_decoding"})
@@ -65,7 +64,6 @@ def _test_widened(test: cst.BaseExpression) -> bool:
 class ValidationHook(Rule):
     id = "validation-hook"
     form = "validation-hook"
-    decision = Decision.EDIT
     MUST_REWRITE = [
         (
             "def handle(self, server_args):\n"

@@ -17,11 +17,17 @@ from ddtree_patch.sites import Decision
 class Value(Rule):
     id = "value"
     form = "value"
-    decision = Decision.KEEP
     MUST_REWRITE = []
+    MUST_CLAIM = [
+        ('algorithm = "DFLASH"\n', Decision.UNHANDLED),  # no entry decides a value here
+        ("def _dflash_batch():\n    return ForwardBatch(spec_algorithm=SpeculativeAlgorithm.DFLASH)\n",
+         Decision.KEEP),
+        ('def _dflash_label():\n    algorithm: str = "DFLASH"\n', Decision.KEEP),
+    ]
     MUST_NOT_TOUCH = [
-        'algorithm = "DFLASH"\n',
-        "batch = ForwardBatch(spec_algorithm=SpeculativeAlgorithm.DFLASH)\n",
+        'f("DFLASH")\n',
+        'x = {"DFLASH": 1}[algorithm]\n',
+        'algorithm = "DFLASH" + suffix\n',
     ]
 
     def claim(self, token: Token, ctx: Context) -> cst.CSTNode | None:

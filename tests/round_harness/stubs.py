@@ -1,5 +1,10 @@
 """Just enough of SGLang's module surface for `worker_v2` to import on a CPU (test harness only)."""
 
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
 STUB_MODULES = {
     "sglang/__init__.py": "",
     "sglang/srt/__init__.py": "",
@@ -44,3 +49,14 @@ STUB_MODULES = {
     "sglang/srt/speculative/dflash_worker_v2.py": "class DFlashWorkerV2:\n    pass\n",
     "sglang/srt/speculative/spec_info.py": "class SpeculativeAlgorithm:\n    DFLASH = 'DFLASH'\n",
 }
+
+
+def make_stub_site(site: Path) -> Path:
+    """`site` holding the stub sglang with our drop-ins and kernels where `apply` puts them."""
+    for rel, text in STUB_MODULES.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        (site / rel).write_text(text)
+    dropin = site / "sglang/srt/speculative/ddtree"
+    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    return site

@@ -1,0 +1,150 @@
+"""The mutant list of `scripts/mutate.py`: one realistic slip each in the code that must be right.
+
+Each mutant names the file, the exact original snippet (it must occur once), its replacement and
+the fast tests that must fail with it. `equivalent` gives the reason when a mutant cannot change
+behaviour: it is run and listed, but its survival is no failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str
+    original: str
+    replacement: str
+    tests: tuple[str, ...]
+    equivalent: str = ""
+
+
+RULE_TESTS = ("tests/test_rules.py",)
+VERIFY_TESTS = ("tests/test_tree_verify.py",)
+ROUND_TESTS = ("tests/test_tree_round.py",)
+DURABILITY = ("tests/test_transaction_durability.py",)
+# Torch-path cases only (the Triton ones run interpreted on a CPU: slow); 4-15-64 packs 3 words.
+MASK_TORCH = ("tests/test_kernels_tree_mask.py::test_torch_mask_equals_visibility",
+              "tests/test_kernels_tree_mask.py::test_packed_mask[4-15-64-cpu]",
+              "tests/test_kernels_tree_mask.py::test_tree_only_mask_writes_no_prefix[3-4-7-cpu]",
+              "tests/test_kernels_tree_mask.py::test_positions")
+
+RULES = (
+    Mutant("equality no longer widens `is`", "ddtree_patch/rules/equality.py",
+           "_POSITIVE = (cst.Equal, cst.Is)", "_POSITIVE = (cst.Equal,)", RULE_TESTS),
+    Mutant("equality widens `!=` into `in`", "ddtree_patch/rules/equality.py",
+           "new_op = cst.NotIn(", "new_op = cst.In(", RULE_TESTS),
+    Mutant("equality claims chained comparisons", "ddtree_patch/rules/equality.py",
+           "len(comparison.comparisons) != 1", "len(comparison.comparisons) > 2", RULE_TESTS),
+    Mutant("value rule claims nothing", "ddtree_patch/rules/value.py",
+           "expr = operand(token.node, ctx) if token.kind == tk.TokenKind.LOGIC else None", "expr = None",
+           RULE_TESTS),
+    Mutant("value rule also claims positional arguments", "ddtree_patch/rules/value.py",
+           "if isinstance(parent, cst.Arg) and parent.keyword is not None:", "if isinstance(parent, cst.Arg):",
+           RULE_TESTS),
+    Mutant("membership never sees its twin (widens twice)", "ddtree_patch/rules/membership.py",
+           "    return any(has_twin(collection, e)", "    return False and any(has_twin(collection, e)",
+           RULE_TESTS),
+    Mutant("twin inserted before DFLASH", "ddtree_patch/rules/_twin.py",
+           "elements[index + 1:index + 1] = [new", "elements[index:index] = [new", RULE_TESTS),
+    Mutant("request hook no longer owns its rewritten line", "ddtree_patch/rules/request_hook.py",
+           "value=m.OneOf(_VALIDATE, _HOOKED))", "value=_VALIDATE)", RULE_TESTS),
+    Mutant("policy entry with a typo'd form", "ddtree_patch/data/policy.py",
+           'gate("membership", "mixed-chunk"', 'gate("membershp", "mixed-chunk"', RULE_TESTS),
+    Mutant("policy globs match sites no rule claimed", "ddtree_patch/policy.py",
+           "if (form == UNMATCHED) != (self.form == UNMATCHED):", "if form == UNMATCHED and self.form == '':",
+           ("tests/test_engine.py::test_a_glob_never_decides_a_token_no_rule_claimed",)),
+)
+
+TRANSACTION = (
+    Mutant("no file fsync before os.replace", "ddtree_patch/fsio.py",
+           "            _fsync(fd, tmp)\n", "            pass\n", DURABILITY),
+    Mutant("no folder fsync after os.replace", "ddtree_patch/fsio.py",
+           "        raise\n    fsync_dir(path.parent)\n", "        raise\n", DURABILITY),
+    Mutant("no folder fsync after unlink", "ddtree_patch/fsio.py",
+           "    path.unlink()\n    fsync_dir(path.parent)\n", "    path.unlink()\n", DURABILITY),
+    Mutant("a restored time stamp is not fsynced", "ddtree_patch/fsio.py",
+           "follow_symlinks=False)\n    _sync_file(path)\n", "follow_symlinks=False)\n", DURABILITY),
+    Mutant("the mode is not set on the new file", "ddtree_patch/fsio.py",
+           "                os.fchmod(fd, mode)\n", "                pass\n", DURABILITY),
+    Mutant("recovery overwrites a drifted file", "ddtree_patch/transaction/recovery.py",
+           "restore_pristine(install, journal.changes, step, force=force)",
+           "restore_pristine(install, journal.changes, step, force=True)", DURABILITY),
+    Mutant("revert overwrites a drifted file", "ddtree_patch/transaction/restore.py",
+           "        if current != o.after:\n", "        if False:\n",
+           ("tests/test_transaction.py::test_drifted_revert_refuses_with_a_diff_then_force_restores",)),
+    Mutant("a damaged backup is restored", "ddtree_patch/transaction/restore.py",
+           "if data is None or hashlib.sha256(data).hexdigest() != o.before:", "if data is None:",
+           ("tests/test_transaction_hardening.py",)),
+    Mutant("a file changed during apply is backed up anyway", "ddtree_patch/transaction/write.py",
+           "    if hashlib.sha256(data).hexdigest() != sha256:\n", "    if False:\n",
+           ("tests/test_transaction_hardening.py",)),
+)
+
+VERIFY = (
+    Mutant("verify positions +1", "patches/tree_verify.py",
+           "positions = tree_positions(tree.depth, prefix_lens)",
+           "positions = tree_positions(tree.depth, prefix_lens) + 1", VERIFY_TESTS),
+    Mutant("verify mask of a causal chain", "patches/tree_verify.py",
+           "mask = build_tree_mask(tree.parent,",
+           "mask = build_tree_mask(torch.arange(-1, n - 1, device=tree.parent.device).expand(bs, n),",
+           VERIFY_TESTS),
+    Mutant("the root keeps the draft's placeholder token", "patches/tree_verify.py",
+           "        tokens[:, 0] = bonus_tokens\n", "", VERIFY_TESTS),
+    Mutant("padding nodes hang from no parent", "patches/tree_verify.py",
+           "parent=widen(tree.parent, 0)", "parent=widen(tree.parent, -1)", VERIFY_TESTS),
+    Mutant("pad_tree copies a tree that needs no padding", "patches/tree_verify.py",
+           "    if width == n:\n        return tree\n", "", VERIFY_TESTS,
+           equivalent="widen() then copies every tensor unchanged: one allocation more, same values"),
+    Mutant("a dLLM Triton backend is thought to skip the prefix", "patches/tree_verify.py",
+           '\n        and getattr(attn_backend, "dllm_attention", None) is None', "", VERIFY_TESTS),
+    Mutant("the draft copy keeps the target width's cached bound", "patches/tree_round.py",
+           '    getattr(draft_args, "__dict__", {}).pop("max_speculative_num_draft_tokens", None)\n', "",
+           ROUND_TESTS),
+    Mutant("commit slots looked up past the tree", "patches/tree_round.py",
+           "commit_slots(accepted_idx, accept_len, cache_loc_2d[:, :tree_size])",
+           "commit_slots(accepted_idx, accept_len, cache_loc_2d)", ROUND_TESTS,
+           equivalent="keep_loc gathers accepted nodes only (all < tree_size); the free mask, the one "
+                      "output the padding columns change, is not used here"),
+    Mutant("one feature row too many per request", "patches/tree_round.py",
+           "[None, :] < lengths.to(path.device)[:, None]", "[None, :] <= lengths.to(path.device)[:, None]",
+           ROUND_TESTS),
+    Mutant("padding entries move slot -1", "patches/kv_move.py",
+           "torch.where(src >= 0, src, dst).reshape(-1)", "src.reshape(-1)", ROUND_TESTS),
+)
+
+KERNELS = (
+    Mutant("ancestor walk follows a causal chain", "kernels/tree_mask.py",
+           "cur = torch.where(cur >= 0, parent.gather(1, cur.clamp(min=0)), -1)", "cur = cur - 1", MASK_TORCH),
+    Mutant("ancestor walk without its cur >= 0 guard", "kernels/tree_mask.py",
+           "anc |= (cols[None, None, :] == cur[:, :, None]) & (cur[:, :, None] >= 0)",
+           "anc |= cols[None, None, :] == cur[:, :, None]", MASK_TORCH,
+           equivalent="columns are >= 0, so cols == cur is already False wherever cur is -1"),
+    Mutant("one prefix column too many", "kernels/tree_mask.py",
+           "torch.where(col < lens[req], prefix_ones,", "torch.where(col <= lens[req], prefix_ones,", MASK_TORCH),
+    Mutant("packed words wrap at 2**31", "kernels/tree_mask.py",
+           "packed - 2**32, packed)", "packed - 2**31, packed)", MASK_TORCH),
+    Mutant("tree positions +1", "kernels/tree_mask.py",
+           "return seq_lens.to(torch.int64)[:, None] + depth", "return seq_lens.to(torch.int64)[:, None] + depth + 1",
+           MASK_TORCH),
+    Mutant("walk counts a step even when it stops", "kernels/accept_walk.py",
+           "        length += active.long()\n", "        length += 1\n",
+           ("tests/test_kernels_accept_walk.py::test_torch_walk_equals_python",)),
+    Mutant("commit keeps one slot too few", "kernels/commit.py",
+           "valid = torch.arange(d1, device=accepted_idx.device)[None, :] <= accept_len[:, None]",
+           "valid = torch.arange(d1, device=accepted_idx.device)[None, :] < accept_len[:, None]",
+           ("tests/test_kernels_accept_walk.py::test_commit_slots[8-4-8-7-cpu]",)),
+    Mutant("move copies slots onto themselves too", "kernels/commit.py",
+           "live = (src >= 0) & (src != dst)", "live = src >= 0", ("tests/test_kernels_kv_move.py",),
+           equivalent="all reads happen before the writes, so a slot copied onto itself keeps its bytes"),
+    Mutant("draft top-K without the log-sum-exp", "kernels/vocab_topk.py",
+           "return vals[..., :k] - lse, idx[..., :k]", "return vals[..., :k], idx[..., :k]",
+           ("tests/test_kernels_vocab_topk.py::test_reference_order_and_values",)),
+    Mutant("tree build links the second-ranked child first", "kernels/tree_build.py",
+           "first[rows, p] = torch.where(r == 0, node, first[rows, p])",
+           "first[rows, p] = torch.where(r == 1, node, first[rows, p])",
+           ("tests/test_kernels_tree_build.py::test_torch_reference_equals_heap[7-4]",)),
+)
+
+MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS

@@ -1,0 +1,68 @@
+"""`tree_round`'s pieces by content: the draft's private server args, the accepted KV move
+(in place, as SGLang's pool does it) and the accepted path's features."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("triton")
+
+
+@pytest.fixture(scope="module")
+def tr(dropin):
+    return dropin("tree_round")
+
+
+class Args:
+    def __init__(self) -> None:
+        self.speculative_num_draft_tokens = 33
+        self.max_speculative_num_draft_tokens = 33  # as a cached_property leaves it
+
+
+class Recorded(Args):
+    """0.5.17+: the resolved record refuses assignment; its base setter is the way in."""
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{name} is read-only")
+
+
+@pytest.mark.parametrize("cls", [Args, Recorded])
+def test_draft_server_args_is_a_copy_with_the_block_width(tr, cls):
+    args = cls.__new__(cls)
+    object.__setattr__(args, "__dict__", Args().__dict__)
+    draft = tr.draft_server_args(args, 8)
+    assert draft is not args and type(draft) is cls
+    assert draft.speculative_num_draft_tokens == 8
+    assert "max_speculative_num_draft_tokens" not in draft.__dict__
+    assert args.speculative_num_draft_tokens == 33 and args.max_speculative_num_draft_tokens == 33
+
+
+class Pool:
+    """SGLang's `move_kv_cache` contract: slot src[i]'s KV onto dst[i], in place, one pass."""
+
+    def __init__(self, slots: int) -> None:
+        self.kv = torch.arange(slots, dtype=torch.float32) * 10
+
+    def move_kv_cache(self, dst: torch.Tensor, src: torch.Tensor) -> None:
+        self.kv[dst] = self.kv[src]
+
+
+def test_accepted_kv_lands_at_the_path_positions(tr, dropin):
+    pool = Pool(40)
+    cache_loc = torch.tensor([[10, 11, 12, 13, 14, 15], [20, 21, 22, 23, 24, 25]])
+    accepted = torch.tensor([[0, 2, 4], [0, 1, -1]])
+    slots = tr.move_accepted_kv(dropin("kv_move").SlotMover(pool), accepted, torch.tensor([2, 1]), cache_loc, 5)
+    assert slots.tolist() == [[10, 11, 12], [20, 21, 22]]
+    assert (pool.kv[10:16] / 10).tolist() == [10, 12, 14, 13, 14, 15]
+    assert (pool.kv[20:26] / 10).tolist() == [20, 21, 22, 23, 24, 25]  # past accept_len: untouched
+
+
+def test_path_features_gathers_the_accepted_nodes(tr):
+    bs, width, tree_size = 2, 4, 3
+    hidden = torch.arange(bs * width, dtype=torch.float32)[:, None].repeat(1, 2)
+    accepted = torch.tensor([[0, 2], [0, 1]])
+    path = tr.path_features(hidden, accepted, width, tree_size)
+    assert path[..., 0].tolist() == [[0, 2], [4, 5]]
+    flat = tr.path_features(hidden, accepted, width, tree_size, lengths=torch.tensor([2, 1]))
+    assert flat[:, 0].tolist() == [0, 2, 4]

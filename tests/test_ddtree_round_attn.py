@@ -20,7 +20,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-from tests.test_ddtree_round import stub_site  # noqa: E402,F401  (the stub SGLang tree fixture)
+from tests.round_harness.stubs import make_stub_site  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = [(0, 0, "greedy"), (3, 3, "greedy"), (7, 7, "greedy"), (12, 3, "greedy"), (32, 32, "greedy"),
@@ -28,8 +28,8 @@ CASES = [(0, 0, "greedy"), (3, 3, "greedy"), (7, 7, "greedy"), (12, 3, "greedy")
 
 
 @pytest.fixture(scope="module")
-def results(stub_site) -> dict:  # noqa: F811
-    env = dict(os.environ, PYTHONPATH=str(stub_site))
+def results(tmp_path_factory) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(make_stub_site(tmp_path_factory.mktemp("stub_sglang"))))
     proc = subprocess.run([sys.executable, str(REPO / "tests/round_harness/drive_round_attn.py"),
                            *(f"{b}:{k}:{m}" for b, k, m in CASES)], capture_output=True, text=True, env=env,
                           timeout=600)

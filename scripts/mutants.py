@@ -23,6 +23,8 @@ class Mutant:
 RULE_TESTS = ("tests/test_rules.py",)
 VERIFY_TESTS = ("tests/test_tree_verify.py",)
 ROUND_TESTS = ("tests/test_tree_round.py",)
+# The round against a target that reads the KV cache through the mask and positions (greedy b7).
+ATTENDING = ("tests/test_ddtree_round_attn.py::test_round_through_an_attending_target_equals_sequential_decoding[b7-k7-greedy]",)
 DURABILITY = ("tests/test_transaction_durability.py",)
 # Torch-path cases only (the Triton ones run interpreted on a CPU: slow); 4-15-64 packs 3 words.
 MASK_TORCH = ("tests/test_kernels_tree_mask.py::test_torch_mask_equals_visibility",
@@ -147,4 +149,20 @@ KERNELS = (
            ("tests/test_kernels_tree_build.py::test_torch_reference_equals_heap[7-4]",)),
 )
 
-MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS
+WORKER = (
+    Mutant("draft-KV positions +1", "patches/worker_v2.py",
+           "positions = prefix_lens.to(torch.int64)[:, None] + self._width_offsets[:path_len]",
+           "positions = prefix_lens.to(torch.int64)[:, None] + self._width_offsets[:path_len] + 1", ATTENDING),
+    Mutant("commit copies two path nodes' KV crosswise", "patches/tree_round.py",
+           "    mover.move(path_slots, keep_loc)",
+           "    mover.move(path_slots, keep_loc[:, [0, 2, 1, *range(3, keep_loc.shape[1])]])", ATTENDING),
+    Mutant("verify sees the tree as a causal chain (round)", "patches/tree_verify.py",
+           "mask = build_tree_mask(tree.parent,",
+           "mask = build_tree_mask(torch.arange(-1, n - 1, device=tree.parent.device).expand(bs, n),", ATTENDING),
+    Mutant("draft head as a 3-D (per-request batched) GEMM", "patches/tree_round.py",
+           "return torch.mm(rows, weight[:num_vocab].T).view(bs, length, num_vocab)",
+           "return torch.matmul(hidden.to(weight.dtype), weight[:num_vocab].T)",
+           ("tests/test_ddtree_round.py::test_draft_head_is_one_2d_gemm_over_the_original_vocab",)),
+)
+
+MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER

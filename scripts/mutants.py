@@ -165,4 +165,11 @@ WORKER = (
            ("tests/test_ddtree_round.py::test_draft_head_is_one_2d_gemm_over_the_original_vocab",)),
 )
 
-MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER
+CAPTURE = (
+    Mutant("the draft runner captures with the tree mask too", "patches/graph_capture.py",
+           "            and not runner.is_draft_worker\n", "", ("tests/test_graph_capture.py",)),
+    Mutant("an input's own mask is replaced", "patches/graph_capture.py",
+           '            and getattr(spec_info, "custom_mask", None) is None\n', "", ("tests/test_graph_capture.py",)),
+)
+
+MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE

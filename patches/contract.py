@@ -17,7 +17,13 @@ the DFlash class it subclasses:
 - every base method the class calls (`self.x(...)` it does not define, `super().x(...)`) exists
   and accepts the arguments given;
 - every `self.<attr>` the class reads and does not set is set or defined by the base (or the
-  base's own bases), not reached through the base's `__getattr__` delegation.
+  base's own bases), not reached through the base's `__getattr__` delegation;
+- every attribute the class reads or sets on a DFlash state object it holds by a known name
+  (`Adapter.state`, e.g. `draft_input`) is one that state class defines.
+A release guard (`NAME = release_takes(Base.method, "param")` at the adapter module's top level)
+lets one adapter follow a signature that differs between releases: the guard is evaluated on the
+release's source exactly as `release_takes` evaluates it at run time, and the branch of an
+`if NAME:` / `x if NAME else y` that this release does not run is not checked against it.
 The server runs `problems` when it creates the DDTree worker and refuses DDTREE with one message;
 `ddtree-patch apply` runs it on the patched tree and prints the same findings as a warning.
 """
@@ -25,10 +31,34 @@ The server runs `problems` when it creates the DDTree worker and refuses DDTREE 
 from __future__ import annotations
 
 import ast
+import inspect
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 CALLER_DIR = "sglang/srt/managers"  # the scheduler's modules, which call the speculative worker
+
+
+GUARD = "release_takes"  # the one call a release guard may be built from
+
+
+def release_takes(method: Callable[..., Any], param: str) -> bool:
+    """A release guard: does this release's `method` take a parameter named `param`?
+
+    The contract evaluates the same test on the release's source (`_guards`), so the adapter's
+    branch for this release is the one checked.
+    """
+    return param in inspect.signature(method).parameters
+
+
+@dataclass(frozen=True)
+class State:
+    """A DFlash state class the adapter holds objects of by the local `names`."""
+
+    names: tuple[str, ...]
+    module: str
+    name: str
 
 
 @dataclass(frozen=True)
@@ -43,6 +73,7 @@ class Adapter:
     hooks: tuple[str, ...] = ("forward_batch_generation",)  # overrides the release must still call
     receivers: tuple[str, ...] = ("model_worker", "draft_worker")  # names the release calls it by
     companions: tuple[Adapter, ...] = ()
+    state: tuple[State, ...] = ()
 
     def family(self) -> tuple[Adapter, ...]:
         return (self, *self.companions)
@@ -51,6 +82,7 @@ class Adapter:
 V2 = Adapter(
     "sglang.srt.speculative.ddtree.worker_v2", "DDTreeWorkerV2",
     "sglang.srt.speculative.dflash_worker_v2", "DFlashWorkerV2",
+    state=(State(("draft_input", "next_input"), "sglang.srt.speculative.dflash_info_v2", "DFlashDraftInputV2"),),
 )  # fmt: skip
 V1 = Adapter(
     "sglang.srt.speculative.ddtree.worker_v1", "DDTreeWorkerV1",
@@ -389,14 +421,79 @@ def release_calls(root: Path, adapter: Adapter, methods: set[str], family: tuple
     return sites
 
 
+# --- release guards ---------------------------------------------------------------------------
+
+
+def _arg_names(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Every parameter name of `fn`, as `inspect.signature(fn).parameters` lists them."""
+    a = fn.args
+    names = {arg.arg for arg in a.posonlyargs + a.args + a.kwonlyargs}
+    return names | {arg.arg for arg in (a.vararg, a.kwarg) if arg is not None}
+
+
+def _guards(root: Path, adapter: Adapter) -> tuple[dict[str, bool], list[str]]:
+    """The adapter module's release guards evaluated on this release, and what is wrong with any."""
+    path = module_file(root, adapter.module)
+    if path is None:
+        return {}, []
+    tree = _parse(path)
+    imports = _imports(tree, adapter.module)
+    guards: dict[str, bool] = {}
+    found: list[str] = []
+    for node in tree.body:
+        call = node.value if isinstance(node, ast.Assign) else None
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == GUARD):
+            continue
+        args = call.args
+        if not (
+            len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) and len(args) == 2 and not call.keywords
+            and isinstance(args[0], ast.Attribute) and isinstance(args[0].value, ast.Name)
+            and isinstance(args[1], ast.Constant) and isinstance(args[1].value, str)
+        ):
+            found.append(f"release guard at line {node.lineno} is not `NAME = {GUARD}(Class.method, \"param\")`")
+            continue
+        name, cls, method = node.targets[0].id, args[0].value.id, args[0].attr
+        info = load_class(root, *imports.get(cls, (adapter.module, cls)))
+        owner = info.method(method) if info is not None else None
+        if owner is None:
+            found.append(f"release guard {name} (line {node.lineno}) reads {cls}.{method}, which this release does not have")
+            continue
+        guards[name] = args[1].value in _arg_names(owner[1])
+    return guards, found
+
+
+def _guard_value(test: ast.AST, guards: dict[str, bool]) -> bool | None:
+    """What a branch test made of one guard (`G` / `not G`) is on this release; None: not a guard."""
+    if isinstance(test, ast.Name) and test.id in guards:
+        return guards[test.id]
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _guard_value(test.operand, guards)
+        return None if inner is None else not inner
+    return None
+
+
+def _live(node: ast.AST, guards: dict[str, bool]) -> Iterator[ast.AST]:
+    """`ast.walk(node)` without the branches of guarded `if`s / conditionals this release does not run."""
+    todo = deque([node])
+    while todo:
+        current = todo.popleft()
+        yield current
+        value = _guard_value(current.test, guards) if isinstance(current, (ast.If, ast.IfExp)) else None
+        if value is None:
+            todo.extend(ast.iter_child_nodes(current))
+            continue
+        taken = current.body if value else current.orelse
+        todo.extend(taken if isinstance(taken, list) else [taken])
+
+
 # --- the check --------------------------------------------------------------------------------
 
 
-def _calls_on_base(adapter: ClassInfo) -> list[tuple[str, ast.Call, bool]]:
+def _calls_on_base(adapter: ClassInfo, guards: dict[str, bool]) -> list[tuple[str, ast.Call, bool]]:
     """(name, call, via super()) for the adapter's `self.x(...)` / `super().x(...)` calls."""
     out = []
     for fn in adapter.methods.values():
-        for node in ast.walk(fn):
+        for node in _live(fn, guards):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             value = node.func.value
@@ -407,17 +504,27 @@ def _calls_on_base(adapter: ClassInfo) -> list[tuple[str, ast.Call, bool]]:
     return out
 
 
-def _self_reads(adapter: ClassInfo) -> dict[str, int]:
+def _self_reads(adapter: ClassInfo, guards: dict[str, bool]) -> dict[str, int]:
     """`self.x` read in the adapter's methods -> first line."""
     out: dict[str, int] = {}
     for fn in adapter.methods.values():
         called = {id(n.func) for n in ast.walk(fn) if isinstance(n, ast.Call)}  # checked as calls
-        for node in ast.walk(fn):
+        for node in _live(fn, guards):
             if (
                 id(node) not in called and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load)
                 and isinstance(node.value, ast.Name) and node.value.id == "self"
             ):
                 out.setdefault(node.attr, node.lineno)
+    return out
+
+
+def _state_uses(adapter: ClassInfo, guards: dict[str, bool], names: tuple[str, ...]) -> dict[tuple[str, str, bool], int]:
+    """(name, attribute, set) -> first line, for `name.attribute` in the adapter's methods."""
+    out: dict[tuple[str, str, bool], int] = {}
+    for fn in adapter.methods.values():
+        for node in _live(fn, guards):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in names:
+                out.setdefault((node.value.id, node.attr, isinstance(node.ctx, ast.Store)), node.lineno)
     return out
 
 
@@ -436,7 +543,7 @@ def _class_problems(adapter: Adapter, root: Path, family: tuple[Adapter, ...]) -
         return [f"{adapter.module}.{adapter.name} is not installed"]
     if base is None:
         return [f"{adapter.base_module}.{adapter.base_name} is not in this SGLang"]
-    found: list[str] = []
+    guards, found = _guards(root, adapter)
     theirs = {(c.path, c.name) for c in base.mro()}
     ours = [c for c in mine.mro() if (c.path, c.name) not in theirs]  # the adapter and its own bases
     label = f"{adapter.name}.{{}} vs {base.name}.{{}}"
@@ -466,7 +573,7 @@ def _class_problems(adapter: Adapter, root: Path, family: tuple[Adapter, ...]) -
         for hook in adapter.hooks if hook in overridden and hook not in called
     ]
 
-    for name, call, via_super in _calls_on_base(mine):
+    for name, call, via_super in _calls_on_base(mine, guards):
         if not via_super and any(c.defines_here(name) for c in ours):
             continue
         owner = base.method(name)
@@ -482,10 +589,20 @@ def _class_problems(adapter: Adapter, root: Path, family: tuple[Adapter, ...]) -
             for p in call_fits(Signature.of(owner[1]), positional, keywords, complete)
         ]
 
-    for name, line in sorted(_self_reads(mine).items()):
+    for name, line in sorted(_self_reads(mine, guards).items()):
         if any(c.defines_here(name) for c in ours) or base.defines(name):
             continue
         found.append(f"{adapter.name} reads self.{name} (line {line}), which {base.name} neither sets nor defines")
+
+    for state in adapter.state:
+        info = load_class(root, state.module, state.name)
+        if info is None:
+            found.append(f"{state.module}.{state.name} is not in this SGLang")
+            continue
+        for (name, attr, store), line in sorted(_state_uses(mine, guards, state.names).items()):
+            if not info.defines(attr):
+                verb = "sets" if store else "reads"
+                found.append(f"{adapter.name} {verb} {name}.{attr} (line {line}), which {state.name} neither sets nor defines")
     return found
 
 

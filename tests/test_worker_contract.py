@@ -10,6 +10,7 @@ the release's call sites and DFlash classes, no torch) -- the v2 adapter on 0.5.
 from __future__ import annotations
 
 import ast
+import inspect
 import subprocess
 import sys
 import textwrap
@@ -24,10 +25,6 @@ from ddtree_patch.worker_fit import contract_warnings
 from patches import contract
 
 REPO = Path(__file__).resolve().parents[1]
-# Releases whose DFlash worker the v2 adapter knows not to fit, with the drift that says so.
-# 0.5.14's DFlashDraftInputV2 carries `verified_id` plus verify-done events where 0.5.15+ carries
-# `bonus_tokens`: a different state contract, refused at start rather than guessed at.
-KNOWN_DRIFT = {"0.5.14": "_make_next_draft_input_decode: it passes `bonus_tokens=`"}
 V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
 
 BASE = '''
@@ -80,7 +77,7 @@ ADAPTER_SPEC = contract.Adapter("pkg.tree", "Tree", "pkg.base", "Worker")
 
 def _tree(tmp_path: Path, base: str = BASE, adapter: str = ADAPTER, scheduler: str = SCHEDULER) -> Path:
     files = {"pkg/__init__.py": "", "pkg/base.py": base, "pkg/tree.py": adapter,
-             "sglang/srt/managers/scheduler.py": scheduler}
+             "pkg/contract.py": "", "sglang/srt/managers/scheduler.py": scheduler}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(textwrap.dedent(text))
@@ -215,6 +212,103 @@ def test_a_super_call_that_no_longer_binds_is_caught(tmp_path):
     assert "Tree._prepare vs Worker._prepare: takes no keyword `mode`, which the base takes" in found, found
 
 
+# One adapter for two release shapes: `_commit` takes `bonus_tokens` (BASE) or `verified_id`.
+GUARDED = ADAPTER.replace(
+    "from pkg.base import Worker\n",
+    'from pkg.base import Worker\nfrom pkg.contract import release_takes\n\n'
+    'OLD = release_takes(Worker._commit, "verified_id")\n',
+).replace(
+    "        return self._commit(bonus_tokens=self.rooted, new_seq_lens=self.mine)",
+    "        if OLD:\n"
+    "            return self._commit(verified_id=self.rooted, new_seq_lens=self.mine)\n"
+    "        else:\n"
+    "            return self._commit(bonus_tokens=self.rooted, new_seq_lens=self.mine)",
+)
+OLD_BASE = BASE.replace("def _commit(self, *, bonus_tokens,", "def _commit(self, *, verified_id,")
+
+
+@pytest.mark.parametrize("base", [BASE, OLD_BASE])
+def test_a_guarded_branch_is_checked_only_where_the_release_runs_it(tmp_path, base):
+    assert "if OLD:" in GUARDED
+    assert contract.problems(ADAPTER_SPEC, _tree(tmp_path, base=base, adapter=GUARDED)) == []
+
+
+def test_the_branch_a_release_runs_is_still_checked(tmp_path):
+    adapter = GUARDED.replace("_commit(verified_id=self.rooted,", "_commit(verified_id=self.rooted, extra=1,")
+    assert contract.problems(ADAPTER_SPEC, _tree(tmp_path, adapter=adapter)) == []  # not run by BASE
+    found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, base=OLD_BASE, adapter=adapter))
+    assert found == ["Tree line 18 calls Worker._commit: it passes `extra=`, which it does not take"]
+
+
+def test_a_release_matching_neither_branch_is_caught(tmp_path):
+    base = BASE.replace("def _commit(self, *, bonus_tokens,", "def _commit(self, *, seed_tokens,")
+    found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, base=base, adapter=GUARDED))
+    assert found == ["Tree line 20 calls Worker._commit: it passes `bonus_tokens=`, which it does not take",
+                     "Tree line 20 calls Worker._commit: it does not pass the required `seed_tokens`"]
+
+
+def test_a_guard_on_a_vanished_method_or_of_another_shape_is_caught(tmp_path):
+    adapter = GUARDED.replace("release_takes(Worker._commit,", "release_takes(Worker._commit_renamed,")
+    found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, adapter=adapter))
+    # Unresolved, the guard prunes nothing: both branches are checked and one must fail.
+    assert found[0] == "release guard OLD (line 5) reads Worker._commit_renamed, which this release does not have", found
+    assert "Tree line 18 calls Worker._commit: it passes `verified_id=`, which it does not take" in found
+    adapter = GUARDED.replace('release_takes(Worker._commit, "verified_id")', "release_takes(Worker._commit, NAME)")
+    found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, adapter=adapter))
+    assert found[0] == 'release guard at line 5 is not `NAME = release_takes(Class.method, "param")`', found
+
+
+def test_the_runtime_guard_agrees_with_the_static_one():
+    def commit(self, *, verified_id, new_seq_lens, **extra):
+        return verified_id
+
+    assert contract.release_takes(commit, "verified_id") and contract.release_takes(commit, "extra")
+    assert not contract.release_takes(commit, "bonus_tokens")
+    assert contract._arg_names(ast.parse(textwrap.dedent(inspect.getsource(commit))).body[0]) == {
+        "self", "verified_id", "new_seq_lens", "extra"}
+
+
+STATE_BASE = BASE + """
+
+class Carry:
+    seed: int
+
+    def __init__(self):
+        self.done = None
+"""
+STATE_ADAPTER = ADAPTER.replace(
+    "        self.helper(self.device, flag=True)\n",
+    "        self.helper(self.device, flag=True)\n"
+    "        draft_input = batch.spec_info\n"
+    "        draft_input.done = draft_input.seed\n",
+)
+STATE_SPEC = contract.Adapter("pkg.tree", "Tree", "pkg.base", "Worker",
+                              state=(contract.State(("draft_input",), "pkg.base", "Carry"),))
+
+
+def test_state_reads_and_sets_are_checked_against_the_state_class(tmp_path):
+    assert contract.problems(STATE_SPEC, _tree(tmp_path, base=STATE_BASE, adapter=STATE_ADAPTER)) == []
+    base = STATE_BASE.replace("    seed: int\n", "    verified: int\n").replace("self.done = None", "self.finished = None")
+    found = contract.problems(STATE_SPEC, _tree(tmp_path, base=base, adapter=STATE_ADAPTER))
+    assert found == ["Tree sets draft_input.done (line 15), which Carry neither sets nor defines",
+                     "Tree reads draft_input.seed (line 15), which Carry neither sets nor defines"]
+
+
+def test_a_guarded_conditional_expression_prunes_too(tmp_path):
+    """`a if not G else b` as `_seed_tokens` writes it: only the operand the release runs is read."""
+    adapter = GUARDED.replace(
+        "        if OLD:\n",
+        "        draft_input = batch.spec_info\n"
+        "        draft_input.seed if not OLD else draft_input.verified\n"
+        "        if OLD:\n",
+    )
+    old_base = OLD_BASE + STATE_BASE[len(BASE):].replace("seed: int", "verified: int")
+    for base in (STATE_BASE, old_base):
+        assert contract.problems(STATE_SPEC, _tree(tmp_path, base=base, adapter=adapter)) == [], base
+    found = contract.problems(STATE_SPEC, _tree(tmp_path, base=STATE_BASE.replace("seed: int", "other: int"), adapter=adapter))
+    assert found == ["Tree reads draft_input.seed (line 18), which Carry neither sets nor defines"]
+
+
 def _sig(source: str) -> contract.Signature:
     return contract.Signature.of(ast.parse(source).body[0])
 
@@ -259,17 +353,14 @@ def _apply(site: Path) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 @pytest.mark.parametrize("version", WITH_DFLASH)
 def test_the_adapter_fits_each_release_after_apply(fresh_release, version):
-    """0.5.11-0.5.13: the v1 adapter fits; 0.5.14: refused (KNOWN_DRIFT); 0.5.15-0.5.23: v2 fits."""
+    """0.5.11-0.5.13: the v1 adapter fits; 0.5.14-0.5.23: the v2 adapter fits (0.5.14 through its
+    `verified_id` branch, the others through `bonus_tokens`)."""
     site = fresh_release(version)
     done = _apply(site)
     warnings = contract_warnings(locate(None, site, False))
     adapter = contract.adapter_for(site)
     assert adapter is (contract.V1 if Version(version) < Version("0.5.14") else contract.V2), (version, adapter)
     found = contract.problems(adapter, site)
-    if version in KNOWN_DRIFT:
-        assert found and all(KNOWN_DRIFT[version] in p or "_make_next_draft_input_decode" in p for p in found), found
-        assert "does not fit the worker contract" in done.stdout  # `apply` warned
-        return
     assert found == [], f"{adapter.name} drifted from SGLang {version}:\n" + "\n".join(found)
     assert warnings == () and "warning: DDTREE" not in done.stdout
 

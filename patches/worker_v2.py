@@ -1,4 +1,4 @@
-"""DDTree worker for SGLang's spec-v2 DFlash family (`DFlashWorkerV2`, proven on 0.5.15).
+"""DDTree worker for SGLang's spec-v2 DFlash family (`DFlashWorkerV2`, 0.5.14-0.5.23).
 
 DDTree keeps DFlash's draft runner, prefill path and KV materialisation, and replaces one decode
 round's verify:
@@ -31,13 +31,20 @@ override names every keyword explicitly, hands prefill and idle batches to the b
 the keywords it was given, and runs the DDTree round for decode. `contract.problems` checks at
 start that this signature still covers the base's and the scheduler's (`worker.worker_class`).
 
+State handed back each round: 0.5.15+ carry the next round's seed token in the draft input as
+`bonus_tokens`; 0.5.14 names it `verified_id` and also wants the KV watermark reserved for this
+round (`cur_allocated_seq_lens_cpu`, its next `prepare_for_decode` plans from it) and a
+`verify_done` event recorded after the round's last work: with DFlash's overlap the scheduler
+skips its global WAR barrier and instead waits on that event before it rewrites `req_to_token`
+for the next round. The release guards below pick the shape from the base's signatures, and the
+contract checks the branch each release runs.
+
 No host synchronisation inside a round: shapes are fixed by (bs, width), host-side sizes come from the
 scheduler's host sequence lengths plus one round of lag.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional
@@ -48,6 +55,7 @@ from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.managers.scheduler import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.ddtree.contract import release_takes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
 from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
@@ -66,6 +74,14 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 logger = logging.getLogger(__name__)
 
 _WIDTH_SOURCE = "ddtree: draft runner width"
+
+# Release guards (patches/contract.py checks the branch each release runs).
+# 0.5.14: the seed token is `verified_id`, with a verify-done event and the reserved watermark.
+CARRIES_VERIFIED_ID = release_takes(DFlashWorkerV2._make_next_draft_input_decode, "verified_id")
+# 0.5.20+: the recurrent-state commit also wants the post-verify lengths.
+MAMBA_COMMIT_TAKES_POST_LENS = release_takes(
+    DFlashWorkerV2._update_target_mamba_state_after_verify, "seq_lens_post_verify"
+)
 
 
 def resolved_view(server_args: ServerArgs):
@@ -145,10 +161,6 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
         self._slot_mover: SlotMover | None = None  # built on first use: the pool exists by then
-        # 0.5.20+ also wants the post-verify lengths for its recurrent-state tracking.
-        self._mamba_commit_takes_post_lens = "seq_lens_post_verify" in inspect.signature(
-            DFlashWorkerV2._update_target_mamba_state_after_verify
-        ).parameters
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
             self.budget, self.topk, self.block_size, self.verify_width,
@@ -211,15 +223,16 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         tree = build_tree(draft_logits, self.budget, self.topk)
         nodes_first_child, nodes_next_sibling = tree.first_child, tree.next_sibling
         tree = pad_tree(tree, self.verify_width)
+        seed = self._seed_tokens(draft_input)
         verify_input = DDTreeVerifyInput.from_tree(
-            tree, draft_input.bonus_tokens, prefix_lens, int(bound_cpu.sum()),
+            tree, seed, prefix_lens, int(bound_cpu.sum()),
             prefix_ones=mask_reads_prefix(self.target_worker.model_runner.attn_backend),
         )
         cache_loc_2d = self._request_slots(batch, prefix_lens, self.verify_width)
         logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
 
         node_logits = logits_output.next_token_logits.view(bs, self.verify_width, -1)[:, : self.tree_size]
-        posterior = self._posterior(node_logits, batch, tree, prefix_lens, draft_input.bonus_tokens)
+        posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed)
         tree_tokens = tree.tokens[:, : self.tree_size]
         accepted_idx, accept_len, bonus = accept_walk(
             tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
@@ -233,10 +246,15 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             # Only reachable with --speculative-ddtree-allow-hybrid-unsafe: recurrent state is
             # committed in node order, which is the accepted path only when that path is the
             # leading chain of the tree.
-            post = {"seq_lens_post_verify": new_seq_lens} if self._mamba_commit_takes_post_lens else {}
-            self._update_target_mamba_state_after_verify(
-                batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens, **post
-            )
+            if MAMBA_COMMIT_TAKES_POST_LENS:
+                self._update_target_mamba_state_after_verify(
+                    batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens,
+                    seq_lens_post_verify=new_seq_lens,
+                )
+            else:
+                self._update_target_mamba_state_after_verify(
+                    batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens
+                )
         if on_publish is not None:
             on_publish(new_seq_lens)
 
@@ -249,12 +267,34 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             next_token_ids=out_tokens.reshape(-1),
             accept_lens=commit_lens,
             can_run_cuda_graph=can_run_cuda_graph,
-            next_draft_input=self._make_next_draft_input_decode(
-                bonus_tokens=bonus, new_seq_lens=new_seq_lens
-            ),
+            next_draft_input=self._next_draft_input(bonus, new_seq_lens, draft_input),
             speculative_num_draft_tokens=int(out_tokens.shape[1]),
             new_seq_lens=new_seq_lens,
         )
+
+    @staticmethod
+    def _seed_tokens(draft_input: DFlashDraftInputV2) -> torch.Tensor:
+        """Each request's last committed token, the root of this round's draft and tree."""
+        return draft_input.verified_id if CARRIES_VERIFIED_ID else draft_input.bonus_tokens
+
+    def _next_draft_input(self, bonus, new_seq_lens, draft_input: DFlashDraftInputV2) -> DFlashDraftInputV2:
+        """The state the next round starts from, in this release's DFlash shape (module docstring).
+
+        An `if` / `else` on the guard, not an early return: the contract skips only the branch a
+        release does not run.
+        """
+        if CARRIES_VERIFIED_ID:
+            next_input = self._make_next_draft_input_decode(
+                verified_id=bonus, new_seq_lens=new_seq_lens,
+                cur_allocated_seq_lens_cpu=draft_input.reserved_seq_lens_cpu,
+            )
+            # Recorded last, as DFlash does: the scheduler's next prepare_for_decode waits on it.
+            verify_done = torch.get_device_module(self.device).Event()
+            verify_done.record()
+            next_input.verify_done = verify_done
+        else:
+            next_input = self._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=new_seq_lens)
+        return next_input
 
     def _request_slots(self, batch: ScheduleBatch, start: torch.Tensor, width: int) -> torch.Tensor:
         """KV slots of positions `start .. start+width` of each request (reserved by the scheduler)."""
@@ -272,7 +312,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._ensure_draft_block_buffers(bs)
         block_ids = self._draft_block_ids_buf[:bs]
         block_ids.fill_(int(self._mask_token_id))
-        block_ids[:, 0].copy_(draft_input.bonus_tokens)
+        block_ids[:, 0].copy_(self._seed_tokens(draft_input))
         positions_2d = self._draft_block_positions_buf[:bs]
         torch.add(prefix_lens.unsqueeze(1), self._block_pos_offsets, out=positions_2d)
         cache_loc = self._request_slots(batch, prefix_lens, block).reshape(-1)

@@ -60,7 +60,7 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
         # behind 300, at depths 3 and 6: accepted paths then leave the first-child chain, so the
         # commit has to move KV from later tree nodes.
         logits = torch.full((BS, BLOCK - 1, V), -10.0)
-        right, rows = draft_input.bonus_tokens.clone(), torch.arange(BS)
+        right, rows = w._seed_tokens(draft_input).to(torch.int64), torch.arange(BS)
         for d in range(BLOCK - 1):
             right = successor(right)
             second = 2.5 if d % 3 == 2 else 2.0

@@ -46,7 +46,13 @@ STUB_MODULES = {
     ),
     "sglang/srt/speculative/dflash_info_v2.py": "class DFlashDraftInputV2:\n    pass\n",
     "sglang/srt/speculative/dflash_utils.py": "def apply_dflash_verify_logits_adjustments(**kw):\n    pass\n",
-    "sglang/srt/speculative/dflash_worker_v2.py": "class DFlashWorkerV2:\n    pass\n",
+    # The signatures worker_v2's release guards read, as 0.5.15 has them.
+    "sglang/srt/speculative/dflash_worker_v2.py": (
+        "class DFlashWorkerV2:\n"
+        "    def _make_next_draft_input_decode(self, *, bonus_tokens, new_seq_lens):\n        pass\n\n"
+        "    def _update_target_mamba_state_after_verify(self, *, batch, seq_lens_pre_verify, commit_lens):\n"
+        "        pass\n"
+    ),
     "sglang/srt/speculative/spec_info.py": "class SpeculativeAlgorithm:\n    DFLASH = 'DFLASH'\n",
 }
 

@@ -3,7 +3,9 @@
 0.5.18-0.5.23 pin a torch the GPU machine lacks, so this is where their worker contract is run, not
 only read: the release's own `run_batch` calls the worker with the keywords that release passes
 (`pp_proxy_tensors=` without overlap, `on_publish=` / `grammar_barrier=` with it), and writes the
-result back into a real `ScheduleBatch` that the next round starts from. Each release is installed
+result back into a real `ScheduleBatch` that the next round starts from. 0.5.14 carries a different
+DFlash state (`verified_id`, a verify-done event, the reserved KV watermark): the rounds show that
+the adapter hands back that release's shape. Each release is installed
 with `pip install --no-deps --target`, patched with `apply`, and driven by
 tests/round_harness/scheduler_path.py in a subprocess of its CPU venv (venv_builder), as
 test_serverargs_behaviour.py does; GPU-only parts are drive_round's stand-ins.
@@ -26,7 +28,7 @@ from tests.sglang_releases import install_release, release_metadata
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests" / "round_harness" / "scheduler_path.py"
-RELEASES = ("0.5.18", "0.5.23")
+RELEASES = ("0.5.14", "0.5.18", "0.5.23")
 ROUNDS = 6  # scheduler_path.ROUNDS
 
 
@@ -77,7 +79,22 @@ def test_run_batch_serves_ddtree_rounds(patched: Patched, report: dict) -> None:
 
 
 @pytest.mark.slow
-def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verify_width(report: dict) -> None:
+def test_each_round_hands_back_the_release_s_draft_state(patched: Patched, report: dict) -> None:
+    """0.5.14: the seed as `verified_id`, the watermark its prepare_for_decode reserved carried as
+    `cur_allocated_seq_lens_cpu`, and `verify_done` recorded after the round's last work (the draft-KV
+    write), every round, with and without overlap; 0.5.15+: `bonus_tokens`, nothing more."""
+    for mode in ("plain", "overlap"):
+        result = report["modes"][mode]
+        assert "error" not in result, result.get("error")
+        if patched.version == "0.5.14":
+            assert result["seed_field"] == "verified_id", result
+            assert result["carried"] == {"verify_done_recorded_last": True, "cur_allocated_is_reserved": True}, result
+        else:
+            assert (result["seed_field"], result["carried"]) == ("bonus_tokens", {}), result
+
+
+@pytest.mark.slow
+def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verify_width(patched: Patched, report: dict) -> None:
     """Budget 32 over an 8-token drafter: DFlash's constructor and graph capture see width 8 (in the
     server-args copy it gets, and in the published config bags its runners read from 0.5.17 on);
     the record and the published config keep the verify width 33 afterwards."""
@@ -85,8 +102,12 @@ def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verif
     assert "error" not in built, built.get("error")
     assert (built["verify_width"], built["budget"], built["topk"]) == (33, 32, 32)
     assert built["init_server_args_width"] == 8
-    assert built["init_published_width"] == built["graphs_published_width"] == 8
-    assert built["published_after"] == built["record_width_after"] == 33
+    assert built["record_width_after"] == 33
+    if patched.version < "0.5.17":  # no published config bags: the server-args copy is all there is
+        assert built["init_published_width"] is built["graphs_published_width"] is built["published_after"] is None
+    else:
+        assert built["init_published_width"] == built["graphs_published_width"] == 8
+        assert built["published_after"] == 33
 
 
 @pytest.mark.slow

@@ -7,18 +7,21 @@ result back into the batch) and the Scheduler helpers it calls, `ScheduleBatch`,
 `GenerationBatchResult`, `DFlashDraftInputV2`, `SpeculativeAlgorithm.DDTREE`, `worker_class` (with
 its contract check), the DDTree round, its kernels and DFlash's `_make_next_draft_input_decode`.
 Stand-ins: what needs a GPU or weights (draft and target forwards, KV pools, streams: drive_round's
-worker) and Scheduler state that run_batch only hands on (metrics, profiler); every such
-attribute read is reported, so a new branch selector shows up in the output.
+worker; device events: `RecordedEvent`, which notes when it was recorded) and Scheduler state that
+run_batch only hands on (metrics, profiler); every such attribute read is reported, so a new
+branch selector shows up in the output.
 usage: python scheduler_path.py  -> one JSON line
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import traceback
 import types
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "cpu_serverargs"), str(HERE)]
@@ -36,6 +39,7 @@ from sglang.srt.managers.schedule_batch import ScheduleBatch  # noqa: E402
 from sglang.srt.model_executor.forward_batch_info import ForwardMode  # noqa: E402
 from sglang.srt.speculative.ddtree.worker import worker_class  # noqa: E402
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2  # noqa: E402
+from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 import drive_round  # noqa: E402
@@ -63,6 +67,27 @@ class _Quiet:
 
     def __exit__(self, *exc):
         return False
+
+
+# What DFlash's own `_make_next_draft_input_decode` takes on this release, read here rather than
+# from worker_v2's guards, so the harness checks the adapter against the release, not itself.
+NEXT_INPUT_TAKES = frozenset(inspect.signature(DFlashWorkerV2._make_next_draft_input_decode).parameters)
+SEED = "verified_id" if "verified_id" in NEXT_INPUT_TAKES else "bonus_tokens"
+
+
+class RecordedEvent:
+    """A device event on a CPU: remembers `clock()` (the draft-KV writes so far) when recorded."""
+
+    clock: Callable[[], int] = staticmethod(lambda: 0)
+
+    def __init__(self):
+        self.recorded_at: int | None = None
+
+    def record(self, stream=None):
+        self.recorded_at = RecordedEvent.clock()
+
+    def synchronize(self):
+        pass
 
 
 class FutureMap:
@@ -130,8 +155,19 @@ def _batch(worker, prefix: torch.Tensor, bonus: torch.Tensor) -> ScheduleBatch:
     batch.seq_lens_cpu = prefix.clone()
     batch.seq_lens_sum = int(prefix.sum())
     batch.sampling_info = None
-    batch.spec_info = worker._make_next_draft_input_decode(bonus_tokens=bonus, new_seq_lens=prefix.clone())
+    batch.spec_info = worker._make_next_draft_input_decode(**{SEED: bonus}, new_seq_lens=prefix.clone())
     return batch
+
+
+def _carried_ok(carried: DFlashDraftInputV2, reserved, writes_before: int) -> dict[str, bool]:
+    """Whether the round handed back the extra state this release's DFlash round hands back."""
+    checks = {}
+    if "verify_done" in NEXT_INPUT_TAKES:  # recorded after the round's draft-KV write, its last work
+        event = carried.verify_done
+        checks["verify_done_recorded_last"] = isinstance(event, RecordedEvent) and event.recorded_at == writes_before + 1
+    if "cur_allocated_seq_lens_cpu" in NEXT_INPUT_TAKES:  # the watermark prepare_for_decode reserved
+        checks["cur_allocated_is_reserved"] = carried.cur_allocated_seq_lens_cpu is reserved
+    return checks
 
 
 def drive(overlap: bool) -> dict:
@@ -158,7 +194,14 @@ def drive(overlap: bool) -> dict:
     bonus = drive_round.successor(torch.tensor([5, 290, 299]))
     batch = _batch(worker, prefix, bonus)
     outputs = [[int(b)] for b in bonus]
+    RecordedEvent.clock = staticmethod(lambda: len(worker.draft_writes))
+    carried: dict[str, bool] = {}
     for _ in range(ROUNDS):
+        reserved = None
+        if "cur_allocated_seq_lens_cpu" in NEXT_INPUT_TAKES:  # as the release's prepare_for_decode sets it
+            reserved = batch.seq_lens_cpu + 2 * worker.verify_width
+            batch.spec_info.reserved_seq_lens_cpu = reserved
+        writes_before = len(worker.draft_writes)
         result = scheduler.run_batch(batch)
         stride = result.speculative_num_draft_tokens
         ids, lens = result.next_token_ids.view(len(prefix), stride), result.accept_lens
@@ -169,12 +212,16 @@ def drive(overlap: bool) -> dict:
             batch.seq_lens_cpu = batch.seq_lens.clone()
         if not isinstance(batch.spec_info, DFlashDraftInputV2):
             raise AssertionError(f"run_batch left {type(batch.spec_info).__name__} as the batch's draft state")
+        for name, ok in _carried_ok(batch.spec_info, reserved, writes_before).items():
+            carried[name] = carried.get(name, True) and ok
     greedy = [drive_round.greedy_chain(out[0], len(out)) for out in outputs]
     return {
         "equal_to_greedy": outputs == greedy,
         "tokens_per_round": sum(len(o) - 1 for o in outputs) / (len(prefix) * ROUNDS),
         "published": len(scheduler.future_map.published),
         "keywords": sorted(keywords),
+        "seed_field": SEED,
+        "carried": carried,
         "final_seq_lens": batch.seq_lens.tolist(),
         "expected_seq_lens": [int(p) + len(o) - 1 for p, o in zip(prefix, outputs)],
     }
@@ -200,8 +247,9 @@ def construct() -> dict:
         from sglang.srt.runtime_context import get_context
     except ImportError:
         pass
-    else:
-        get_context().set_server_args(server_args)
+    else:  # 0.5.14 has a runtime context for parallel state only, no config bags
+        if hasattr(get_context(), "set_server_args"):
+            get_context().set_server_args(server_args)
     seen: dict = {}
     base = worker_v2.DFlashWorkerV2
 
@@ -230,7 +278,7 @@ def construct() -> dict:
 
 def main() -> None:
     torch.Tensor.record_stream = lambda self, stream: None  # CPU tensors: no streams to record
-    torch.get_device_module = lambda device=None: types.SimpleNamespace(current_stream=lambda: None)
+    torch.get_device_module = lambda device=None: types.SimpleNamespace(current_stream=lambda: None, Event=RecordedEvent)
     _parallel_stand_in()
     report: dict = {"worker_class": None, "modes": {}}
     try:

@@ -172,4 +172,24 @@ CAPTURE = (
            '            and getattr(spec_info, "custom_mask", None) is None\n', "", ("tests/test_graph_capture.py",)),
 )
 
-MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE
+# Triton paths, interpreted on a CPU against their torch references (slower: one selection each).
+TRITON = (
+    Mutant("Triton mask rows of every request start at request 0", "kernels/tree_mask.py",
+           "row_start = n_nodes * before + b * n_nodes * n_nodes + rows.to(tl.int64) * width",
+           "row_start = n_nodes * before + rows.to(tl.int64) * width",
+           ("tests/test_kernels_tree_mask.py::test_triton_mask_equals_torch",)),
+    Mutant("Triton ancestor walk follows a causal chain", "kernels/tree_mask.py",
+           "cur = tl.load(parent_ptr + b * n_nodes + cur, mask=cur >= 0, other=-1).to(tl.int32)",
+           "cur = tl.where(cur >= 0, cur - 1, -1)",
+           ("tests/test_kernels_tree_mask.py::test_triton_mask_equals_torch",)),
+    Mutant("Triton walk descends to the first child whatever the target says", "kernels/accept_walk.py",
+           "match = live & (offs > 0) & (family == fam) & (tok == want) & (fam >= 0)",
+           "match = live & (offs > 0) & (family == fam) & (fam >= 0)",
+           ("tests/test_kernels_accept_walk.py::test_triton_walk_equals_torch",)),
+    Mutant("Triton walk's bonus is the last accepted node's token", "kernels/accept_walk.py",
+           "tl.store(bonus_ptr + b, tl.sum(tl.where(offs == cur, post, 0), axis=0))",
+           "tl.store(bonus_ptr + b, tl.sum(tl.where(offs == cur, tok, 0), axis=0))",
+           ("tests/test_kernels_accept_walk.py::test_triton_walk_equals_torch",)),
+)
+
+MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON

@@ -20,6 +20,8 @@ Additions to the agreed contract (all keyword arguments with defaults, nothing r
 - `accept_walk(..., max_depth=None)`: D = max_depth (the draft depth), else n - 1.
 - Vocab top-K: a streaming Triton top-K + log-sum-exp (K <= 256; torch.topk above); equal logits
   rank in token order. `gather_accepted` is a torch gather; `tree_positions` is one add.
+- `tree_build.select_tree(lp, tok, budget)`: the tree from a top-K computed elsewhere;
+  `tp_topk.sharded_topk`: that top-K from a vocab-parallel lm_head shard, the same on every rank.
 """
 
 from .accept_walk import accept_walk

@@ -200,13 +200,24 @@ def select_tree_torch(lp: torch.Tensor, tok: torch.Tensor, budget: int) -> Draft
     return DraftTree(tokens, depth, parent, first, nxt, score)
 
 
+def tree_topk(budget: int, vocab: int, topk: int | None = None) -> int:
+    """K, the candidates per depth the tree reads: min(budget, V, topk)."""
+    return min(budget, vocab, topk if topk is not None else budget)
+
+
+def select_tree(lp: torch.Tensor, tok: torch.Tensor, budget: int) -> DraftTree:
+    """Draft tree of exactly `budget` nodes from per-depth top-K log-probs and tokens [bs, D, K].
+
+    The entry for a top-K computed elsewhere (merged across tensor-parallel ranks, `tp_topk.py`);
+    deterministic, so ranks holding identical (lp, tok) build identical trees."""
+    if lp.is_cuda:
+        return select_tree_triton(lp, tok, budget)
+    return select_tree_torch(lp, tok, budget)
+
+
 def build_tree(draft_logits: torch.Tensor, budget: int, topk: int | None = None) -> DraftTree:
-    """Draft tree of exactly `budget` nodes from draft logits [bs, D, V]; K = min(budget, V, topk)."""
+    """Draft tree of exactly `budget` nodes from draft logits [bs, D, V]; K = `tree_topk`."""
     bs, _, vocab = draft_logits.shape
     if budget == 0:
         return root_only_tree(bs, draft_logits.device)
-    k = min(budget, vocab, topk if topk is not None else budget)
-    lp, tok = draft_topk(draft_logits, k)
-    if draft_logits.is_cuda:
-        return select_tree_triton(lp, tok, budget)
-    return select_tree_torch(lp, tok, budget)
+    return select_tree(*draft_topk(draft_logits, tree_topk(budget, vocab, topk)), budget)

@@ -15,11 +15,16 @@ CUDA path, one streaming read of the logits in their own dtype (no fp32 copy, no
    it, each with a logit ranked above all of its own, so none of its logits is in the top KP.
 KP = next power of two >= max(K, 2); K <= `STREAM_MAX_K`. Larger K falls back to torch.topk plus the
 fused LSE kernel (the order among equal logits is then torch.topk's).
+
+Every path produces the parts (`TopKParts`: raw fp32 top-K logits, their tokens, the row's LSE) and
+`lp = values - lse` from them: a vocab-parallel head merges the parts of its shards
+(`tp_topk.py`), which needs the logits themselves, not log-probs under a shard's own LSE.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import torch
 import triton
@@ -31,6 +36,19 @@ SCAN_WARPS = 8  # one super-group per warp: a scan tile = 8 * 16 * 32 = 4096 log
 PROGRAMS_PER_SM = 8  # scan programs per SM the row splitting aims at
 TILE = SCAN_WARPS * SUPER * GROUP
 STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
+
+
+class TopKParts(NamedTuple):
+    """Top-K of each row [bs, D, K] before normalisation, and the row's log-sum-exp [bs, D]."""
+
+    values: torch.Tensor  # fp32 logits, descending (-0.0 stored as +0.0)
+    tokens: torch.Tensor  # int64 indices into the row
+    lse: torch.Tensor  # fp32
+
+
+def log_probs(parts: TopKParts) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lp, tokens): the top-K log-softmax values; fp32 `values - lse`, as the kernels subtract."""
+    return parts.values - parts.lse[..., None], parts.tokens
 
 
 @triton.jit
@@ -85,8 +103,8 @@ def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles
 
 
 @triton.jit
-def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, lp_ptr, tok_ptr, V, K, gmax_stride, smax_stride,
-                   splits, GROUP: tl.constexpr, SUPER: tl.constexpr, KP: tl.constexpr, NSP: tl.constexpr,
+def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, vals_ptr, tok_ptr, lse_ptr, V, K, gmax_stride,
+                   smax_stride, splits, GROUP: tl.constexpr, SUPER: tl.constexpr, KP: tl.constexpr, NSP: tl.constexpr,
                    SPLP: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     n_groups = (V + GROUP - 1) // GROUP
@@ -113,12 +131,13 @@ def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, lp_ptr, tok_ptr
     x = tl.load(logits_ptr + row * V + eidx, mask=eok, other=0.0)
     top = tl.topk(tl.reshape(tl.where(eok, _key(x, eidx), -1), [KP * GROUP]), KP)
     koffs = tl.arange(0, KP)
-    tl.store(lp_ptr + row * K + koffs, _key_value(top) - lse, mask=koffs < K)
+    tl.store(vals_ptr + row * K + koffs, _key_value(top), mask=koffs < K)
     tl.store(tok_ptr + row * K + koffs, _key_index(top), mask=koffs < K)
+    tl.store(lse_ptr + row, lse)
 
 
 @triton.jit
-def _lse_minus_kernel(logits_ptr, vals_ptr, lp_ptr, V, K, BLOCK: tl.constexpr, KP: tl.constexpr):
+def _lse_kernel(logits_ptr, lse_ptr, V, BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     run_max = tl.full([BLOCK], float("-inf"), tl.float32)
@@ -132,10 +151,7 @@ def _lse_minus_kernel(logits_ptr, vals_ptr, lp_ptr, V, K, BLOCK: tl.constexpr, K
     row_max = tl.max(run_max, axis=0)
     safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
     total = tl.sum(run_sum * tl.exp(run_max - safe_max), axis=0)
-    lse = safe_max + tl.log(total)
-    koffs = tl.arange(0, KP)
-    vals = tl.load(vals_ptr + row * K + koffs, mask=koffs < K, other=0.0).to(tl.float32)
-    tl.store(lp_ptr + row * K + koffs, vals - lse, mask=koffs < K)
+    tl.store(lse_ptr + row, safe_max + tl.log(total))
 
 
 def _check(draft_logits: torch.Tensor, k: int) -> None:
@@ -147,30 +163,36 @@ def _check(draft_logits: torch.Tensor, k: int) -> None:
         raise ValueError(f"V={draft_logits.shape[-1]} must be below 2**31")
 
 
-def draft_topk_torch(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference: a stable descending sort (ties in token order) and torch's fp32 log-sum-exp.
-
-    Returns (lp fp32, token int64), both [bs, D, k]."""
+def topk_parts_torch(draft_logits: torch.Tensor, k: int) -> TopKParts:
+    """Reference: a stable descending sort (ties in token order) and torch's fp32 log-sum-exp."""
     _check(draft_logits, k)
     logits = draft_logits.float() + 0.0  # -0.0 -> +0.0, as the kernel compares them
     vals, idx = torch.sort(logits, dim=-1, descending=True, stable=True)
-    lse = torch.logsumexp(logits, dim=-1, keepdim=True)
-    return vals[..., :k] - lse, idx[..., :k]
+    return TopKParts(vals[..., :k], idx[..., :k], torch.logsumexp(logits, dim=-1))
 
 
-def draft_topk_radix(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def draft_topk_torch(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference (lp fp32, token int64), both [bs, D, k]: `topk_parts_torch` normalised."""
+    return log_probs(topk_parts_torch(draft_logits, k))
+
+
+def topk_parts_radix(draft_logits: torch.Tensor, k: int) -> TopKParts:
     """torch.topk (order among equal logits is torch's) + the fused Triton LSE; any K, CUDA or interpreter."""
     _check(draft_logits, k)
     bs, depth, vocab = draft_logits.shape
     logits = draft_logits.contiguous()
     vals, idx = torch.topk(logits, k, dim=-1)
-    lp = torch.empty((bs, depth, k), dtype=torch.float32, device=logits.device)
+    lse = torch.empty((bs, depth), dtype=torch.float32, device=logits.device)
     rows = bs * depth
     if rows:
         block = min(4096, triton.next_power_of_2(vocab))
-        _lse_minus_kernel[(rows,)](logits, vals.contiguous(), lp, vocab, k, BLOCK=block,
-                                   KP=triton.next_power_of_2(k), num_warps=8 if block >= 2048 else 4)
-    return lp, idx
+        _lse_kernel[(rows,)](logits, lse, vocab, BLOCK=block, num_warps=8 if block >= 2048 else 4)
+    return TopKParts(vals.float() + 0.0, idx, lse)
+
+
+def draft_topk_radix(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`topk_parts_radix` normalised."""
+    return log_probs(topk_parts_radix(draft_logits, k))
 
 
 @functools.lru_cache(maxsize=None)
@@ -183,10 +205,9 @@ def _default_splits(rows: int, device: torch.device, programs_per_sm: int) -> in
     return triton.cdiv(programs_per_sm * _sm_count(device), max(rows, 1))
 
 
-def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
-                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `draft_topk_torch`.
+def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
+                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM) -> TopKParts:
+    """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `topk_parts_torch`.
 
     `splits` (programs per row; default from `programs_per_sm`) and `scan_warps` (a power of two,
     = super-groups per scan tile) only tune the speed."""
@@ -197,10 +218,11 @@ def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
     logits = draft_logits.contiguous()
     dev = logits.device
     rows = bs * depth
-    lp = torch.empty((bs, depth, k), dtype=torch.float32, device=dev)
+    vals = torch.empty((bs, depth, k), dtype=torch.float32, device=dev)
     tok = torch.empty((bs, depth, k), dtype=torch.int64, device=dev)
+    lse = torch.empty((bs, depth), dtype=torch.float32, device=dev)
     if rows == 0:
-        return lp, tok
+        return TopKParts(vals, tok, lse)
     spt = scan_warps
     n_tiles = triton.cdiv(vocab, spt * SUPER * GROUP)
     splits = max(1, min(n_tiles, splits or _default_splits(rows, dev, programs_per_sm)))
@@ -214,24 +236,41 @@ def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
                                  GROUP=GROUP, SUPER=SUPER, SPT=spt, num_warps=spt)
     kp = max(2, triton.next_power_of_2(k))  # tl.topk needs k >= 2
     n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
-    _select_kernel[(rows,)](logits, gmax, smax, part_m, part_s, lp, tok, vocab, k, gmax.shape[1], smax.shape[1],
-                            splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
+    _select_kernel[(rows,)](logits, gmax, smax, part_m, part_s, vals, tok, lse, vocab, k, gmax.shape[1],
+                            smax.shape[1], splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
                             NSP=max(kp, triton.next_power_of_2(n_supers)),
                             SPLP=max(64, triton.next_power_of_2(splits)),  # one compiled variant for most shapes
                             num_warps=4 if kp <= 64 else 8)
-    return lp, tok
+    return TopKParts(vals, tok, lse)
+
+
+def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
+                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`topk_parts_stream` normalised."""
+    return log_probs(topk_parts_stream(draft_logits, k, splits, scan_warps, programs_per_sm))
+
+
+def topk_parts_triton(draft_logits: torch.Tensor, k: int) -> TopKParts:
+    """The streaming kernel when K allows it, else torch.topk + the fused LSE kernel."""
+    if k <= STREAM_MAX_K:
+        return topk_parts_stream(draft_logits, k)
+    return topk_parts_radix(draft_logits, k)
 
 
 def draft_topk_triton(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The streaming kernel when K allows it, else torch.topk + the fused LSE kernel."""
-    if k <= STREAM_MAX_K:
-        return draft_topk_stream(draft_logits, k)
-    return draft_topk_radix(draft_logits, k)
+    """`topk_parts_triton` normalised."""
+    return log_probs(topk_parts_triton(draft_logits, k))
+
+
+def topk_parts(draft_logits: torch.Tensor, k: int) -> TopKParts:
+    """Top-`k` of every draft row and the row's LSE; Triton on CUDA, torch elsewhere."""
+    _check(draft_logits, k)
+    if draft_logits.is_cuda:
+        return topk_parts_triton(draft_logits, k)
+    return topk_parts_torch(draft_logits, k)
 
 
 def draft_topk(draft_logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-`k` tokens per draft row with fp32 log-softmax values; Triton on CUDA, torch elsewhere."""
-    _check(draft_logits, k)
-    if draft_logits.is_cuda:
-        return draft_topk_triton(draft_logits, k)
-    return draft_topk_torch(draft_logits, k)
+    """Top-`k` tokens per draft row with fp32 log-softmax values (`topk_parts` normalised)."""
+    return log_probs(topk_parts(draft_logits, k))

@@ -114,7 +114,8 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability(
         "tensor-parallel", "absent",
         "--tp-size > 1 and the features built on it (CP-TP group sharing, layernorm SP)",
-        "the tree build reads the full draft vocabulary, which a tensor-parallel lm_head splits",
+        "the vocab-parallel tree build (the draft top-K merged across ranks, tp_draft.py) exists but "
+        "has not run on more than one GPU",
         "DDTREE supports --tp-size 1 only for now",
     ),
     Capability(

@@ -235,8 +235,8 @@ def check_parallelism_and_window(server_args: Any) -> None:
     tp_size = int(getattr(server_args, "tp_size", 1) or 1)
     if tp_size > 1:
         raise DDTreeArgumentError(
-            f"DDTREE supports --tp-size 1 only for now (got {tp_size}): the tree build reads the full "
-            "draft vocabulary, which a tensor-parallel lm_head splits across ranks."
+            f"DDTREE supports --tp-size 1 only for now (got {tp_size}): its tensor-parallel round (the "
+            "draft top-K merged across ranks) has not been verified on more than one GPU yet."
         )
     if getattr(server_args, "speculative_draft_window_size", None) is not None:
         raise DDTreeArgumentError(

@@ -57,9 +57,10 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.contract import release_takes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
-from sglang.srt.speculative.ddtree.kernels import accept_walk, build_tree
+from sglang.srt.speculative.ddtree.kernels import accept_walk
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
+from sglang.srt.speculative.ddtree.tp_draft import build_draft_tree
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
     draft_vocab_logits,
@@ -220,7 +221,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         bound_cpu = self._prefix_lens_bound_cpu(batch, draft_input)
 
         draft_logits = self._draft_logits(batch, draft_input, bound_cpu)
-        tree = build_tree(draft_logits, self.budget, self.topk)
+        lm_head = self.target_worker.model_runner.model.lm_head
+        tree = build_draft_tree(draft_logits, lm_head, self.budget, self.topk)  # identical on every TP rank
         nodes_first_child, nodes_next_sibling = tree.first_child, tree.next_sibling
         tree = pad_tree(tree, self.verify_width)
         seed = self._seed_tokens(draft_input)
@@ -303,7 +305,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         return req_to_token[batch.req_pool_indices.to(torch.int64)[:, None], positions].to(torch.int64)
 
     def _draft_logits(self, batch, draft_input, bound_cpu: torch.Tensor) -> torch.Tensor:
-        """DFlash's draft forward over `[bonus, MASK...]`; returns logits [bs, block-1, vocab]."""
+        """DFlash's draft forward over `[bonus, MASK...]`; returns logits [bs, block-1, V_shard]
+        (V_shard: this rank's lm_head shard, the whole vocabulary at TP=1)."""
         if self.use_compact_draft_cache:
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
         bs = len(batch.seq_lens)

@@ -26,6 +26,9 @@ ROUND_TESTS = ("tests/test_tree_round.py",)
 # The round against a target that reads the KV cache through the mask and positions (greedy b7).
 ATTENDING = ("tests/test_ddtree_round_attn.py::test_round_through_an_attending_target_equals_sequential_decoding[b7-k7-greedy]",)
 DURABILITY = ("tests/test_transaction_durability.py",)
+# The vocab-parallel merge on stacked shard payloads, in one process (the gloo cases spawn two).
+TP_MERGE = ("tests/test_tp_topk.py::test_keys_order_as_the_reference_sort",
+            "tests/test_tp_topk.py::test_merge_of_shard_payloads_equals_full_topk")
 # Torch-path cases only (the Triton ones run interpreted on a CPU: slow); 4-15-64 packs 3 words.
 MASK_TORCH = ("tests/test_kernels_tree_mask.py::test_torch_mask_equals_visibility",
               "tests/test_kernels_tree_mask.py::test_packed_mask[4-15-64-cpu]",
@@ -141,8 +144,16 @@ KERNELS = (
            "live = (src >= 0) & (src != dst)", "live = src >= 0", ("tests/test_kernels_kv_move.py",),
            equivalent="all reads happen before the writes, so a slot copied onto itself keeps its bytes"),
     Mutant("draft top-K without the log-sum-exp", "kernels/vocab_topk.py",
-           "return vals[..., :k] - lse, idx[..., :k]", "return vals[..., :k], idx[..., :k]",
+           "return parts.values - parts.lse[..., None], parts.tokens", "return parts.values, parts.tokens",
            ("tests/test_kernels_vocab_topk.py::test_reference_order_and_values",)),
+    Mutant("TP merge: equal logits in reversed token order", "kernels/tp_topk.py",
+           "(_LOW31 - tokens.to(torch.int64))", "(tokens.to(torch.int64))", TP_MERGE),
+    Mutant("TP merge: shard-local token ids", "kernels/tp_topk.py",
+           "local.tokens + vocab_start", "local.tokens", TP_MERGE),
+    Mutant("TP merge: max of the shard LSEs", "kernels/tp_topk.py",
+           "torch.logsumexp(shard_lse, dim=0)", "shard_lse.max(dim=0).values", TP_MERGE),
+    Mutant("TP merge: padding keys above real ones", "kernels/tp_topk.py",
+           "keys = torch.full((bs, depth, k), -1,", "keys = torch.full((bs, depth, k), 2**62,", TP_MERGE),
     Mutant("tree build links the second-ranked child first", "kernels/tree_build.py",
            "first[rows, p] = torch.where(r == 0, node, first[rows, p])",
            "first[rows, p] = torch.where(r == 1, node, first[rows, p])",

@@ -48,8 +48,10 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
         def move_kv_cache(self, tgt, src):
             w.kv[tgt] = w.kv[src].clone()
 
+    lm_head = types.SimpleNamespace(tp_size=1)  # SGLang's ParallelLMHead at TP=1: the whole vocabulary
     target = types.SimpleNamespace(model_runner=types.SimpleNamespace(
-        attn_backend=object(), token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=KVCache)))
+        attn_backend=object(), token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=KVCache),
+        model=types.SimpleNamespace(lm_head=lm_head)))
     if isinstance(getattr(type(w), "target_worker", None), property):  # real DFlashWorkerV2
         w._target_worker = target
     else:

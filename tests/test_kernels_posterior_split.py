@@ -4,9 +4,9 @@ Its draws must equal the reference's (`posterior_tokens_torch`), and so the runt
 the token: odd vocabularies and one-token last blocks, flat rows that take several check rounds,
 any number of split rounds before the per-row tail, exact ties at block edges. On the CPU the
 Triton code runs interpreted (slow: a few settings only); on CUDA (`-m gpu`) it is compiled, and
-`test_split_equals_runtime_full_vocab` also compares it with the runtime kernel at V=151936. Two
-chi-square settings of tests/test_sampling_distribution.py check the split kernel's distribution
-against SGLang's directly (the runtime kernel runs all of them there).
+`test_split_equals_runtime_full_vocab` also compares it with the runtime kernel at V=151936. One
+chi-square setting of tests/test_sampling_distribution.py (min-p) checks the split kernel's
+distribution against SGLang's directly (the runtime kernel runs all of them there).
 """
 
 from __future__ import annotations
@@ -104,9 +104,10 @@ def test_split_equals_runtime_full_vocab(scale: float) -> None:
     assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions), ref)
 
 
-# Interpreted, one draw costs 10-100 ms of a CPU core: two settings only, the ones that run the
-# split kernel's own passes (min-p's mass pass; flat top-k's several check rounds over 4 blocks).
-SPLIT_CHI_SQUARE = {"min_p_0.2": 2000, "top_k_2000_flat": 1000}
+# Interpreted, the split kernel's draws are slow: one setting only, min-p (its mass pass; 71 s on
+# the shared 2-core machine). Flat top-k 2000 (1,000 draws, several check rounds) passed too but
+# took 388 s; the equality tests cover flat multi-round rows against the reference instead.
+SPLIT_CHI_SQUARE = {"min_p_0.2": 2000}
 
 
 @pytest.mark.skipif(not INTERPRETED, reason="the CPU run interprets Triton; on CUDA the equality tests cover it")

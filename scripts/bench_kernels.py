@@ -16,8 +16,12 @@ Sections (`--sections`, all by default):
   bf16), copying every pair (as SGLang's `move_kv_cache`) vs skipping identity and padding
   entries; first-child paths (nothing moves) and off-chain paths.
 - posterior: the per-node posterior over batch x `--rows` fp32 target logits (SGLang's logits
-  dtype): greedy (argmax) and exact sampling with each filter, and after the per-node path
-  penalties, on "peaked" (randn x 4) and "flat" (randn x 0.3) logits.
+  dtype): torch argmax, then the runtime kernel (kernels/posterior.py, one program per node) and
+  the candidate split kernel (kernels/posterior_split.py, split over the row's blocks) side by
+  side, greedy and exact sampling with each filter and after the per-node path penalties, on
+  "peaked" (randn x 4) and "flat" (randn x 0.3) logits, with a check that both draw the same
+  tokens. If the split kernel fails (compile or launch), the runtime's figures are still printed
+  and the section then fails.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request).
 
@@ -49,6 +53,7 @@ from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
 from kernels.path_penalties import Penalties, apply_path_penalties  # noqa: E402
 from kernels.posterior import posterior_tokens_triton  # noqa: E402
+from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
 from kernels.vocab_topk import draft_topk_radix, draft_topk_stream, draft_topk_triton  # noqa: E402
@@ -290,6 +295,7 @@ def reference_us(lp: torch.Tensor, budget: int, reps: int) -> float:
 
 POSTERIOR_CASES = {
     # name: (temperature, top_k, top_p, min_p, penalties)
+    "greedy (T=0)": (0.0, -1, 1.0, 0.0, False),
     "T=1": (1.0, -1, 1.0, 0.0, False),
     "top_p=0.9": (1.0, -1, 0.9, 0.0, False),
     "top_k=50": (1.0, 50, 1.0, 0.0, False),
@@ -300,10 +306,29 @@ POSTERIOR_CASES = {
 }
 
 
+def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positions: torch.Tensor,
+                   penalise: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, Callable[[], torch.Tensor]]:
+    """The runtime (one program per node) and split (program per row and block) kernels on one case."""
+    t, k, p, mp, penalised = case
+    bs, dev = logits.shape[0], logits.device
+    params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
+              ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
+    min_p = torch.full((bs,), mp, device=dev)
+
+    def run(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
+        x = penalise(logits) if penalised else logits
+        return kernel(x, *params, seed, min_p=min_p, positions=positions)
+
+    return {"runtime": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}
+
+
 def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The posterior of one round (batch x rows nodes), greedy vs each sampling case."""
+    """The posterior of one round (batch x rows nodes): torch argmax, then the runtime and the split
+    kernel side by side on each sampling case (interleaved samples), checking that they draw the
+    same tokens. A split kernel that raises is reported, the runtime still timed, and the section
+    fails at the end."""
     dev, rows, vocab = args.device, args.rows, args.vocab
-    records, table = [], []
+    records, table, split_errors = [], [], []
     for bs in args.batch:
         gen = torch.Generator(device=dev).manual_seed(bs * 7 + rows)
         parent = torch.arange(rows, device=dev).expand(bs, rows) - 1  # a chain: the deepest paths
@@ -313,24 +338,39 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
         pen = Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
                         frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
                         repetition=torch.full((bs,), 1.3, device=dev))
+        penalise = lambda x: apply_path_penalties(x, tokens, parent, min(args.depth, rows - 1), pen, None)  # noqa: E731
         for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
             logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
-            fns: dict[str, Callable[[], object]] = {"greedy": lambda logits=logits: logits.argmax(dim=-1)}
-            for name, (t, k, p, mp, penalised) in POSTERIOR_CASES.items():
-                params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
-                          ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
-                min_p = torch.full((bs,), mp, device=dev)
-
-                def fn(params=params, min_p=min_p, penalised=penalised, logits=logits):
-                    x = (apply_path_penalties(logits, tokens, parent, min(args.depth, rows - 1), pen, None)
-                         if penalised else logits)
-                    return posterior_tokens_triton(x, *params, seed, min_p=min_p, positions=positions)
-
-                fns[name] = fn
-            for name, stats in timer.measure(fns).items():
-                records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "us": stats})
-                table.append([str(bs), str(rows), shape, name, _cell(stats)])
-    _table(f"posterior, V={vocab}, fp32 logits (us per round)", ["batch", "rows", "logits", "case", "us"], table)
+            argmax = timer.measure({"argmax": lambda logits=logits: logits.argmax(dim=-1)})["argmax"]
+            records.append({"batch": bs, "rows": rows, "logits": shape, "case": "torch argmax", "us": argmax})
+            table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", ""])
+            for name, case in POSTERIOR_CASES.items():
+                fns = _posterior_fns(logits, case, seed, positions, penalise)
+                expected = fns["runtime"]()
+                try:
+                    same = bool(torch.equal(expected, fns["split"]()))
+                except Exception as exc:  # never compiled on a GPU before: keep the runtime's figures
+                    if not split_errors:
+                        traceback.print_exc()
+                    split_errors.append(f"batch {bs}, {shape}, {name}: {type(exc).__name__}: {exc}")
+                    t = timer.measure({"runtime": fns["runtime"]})
+                    records.append({"batch": bs, "rows": rows, "logits": shape, "case": name,
+                                    "runtime_us": t["runtime"], "split_error": split_errors[-1]})
+                    table.append([str(bs), shape, name, _cell(t["runtime"]), "FAILED", "", ""])
+                    continue
+                if not same:
+                    split_errors.append(f"batch {bs}, {shape}, {name}: the split kernel drew other tokens")
+                t = timer.measure(fns)
+                ratio = t["runtime"]["median"] / t["split"]["median"]
+                records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "runtime_us": t["runtime"],
+                                "split_us": t["split"], "ratio": ratio, "same_tokens": same})
+                table.append([str(bs), shape, name, _cell(t["runtime"]), _cell(t["split"]), f"{ratio:.2f}x",
+                              "yes" if same else "NO"])
+    _table(f"posterior, {rows} rows per request, V={vocab}, fp32 logits: us per round, median [p10-p90]",
+           ["batch", "logits", "case", "runtime (program per node)", "split (program per row, block)",
+            "runtime/split", "same tokens"], table)
+    if split_errors:
+        raise RuntimeError("the split posterior kernel failed or differed:\n" + "\n".join(split_errors))
     return records
 
 

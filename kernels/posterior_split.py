@@ -1,0 +1,307 @@
+"""Candidate posterior kernel: the runtime's exact sampler (`posterior.py`) split over the row's blocks.
+
+NOT the runtime's kernel: `posterior_tokens` (posterior.py) still launches the one-program-per-node
+kernel, the one that has passed the GPU checks. This one has only run interpreted on the CPU
+(TRITON_INTERPRET=1); it has never been compiled for, or run on, a GPU. docs/kernels.md ("Split
+posterior kernel (candidate)") gives the H200 commands that decide whether it replaces the runtime's.
+
+Same algorithm, blocks, cuts and random numbers as posterior.py (whose docstring states the
+sampling rule), so the same draws as `posterior_tokens_torch`, the reference both are tested
+against. What differs is the parallelism. Nothing is sorted; every pass over the logits is split
+over the row's blocks of BLOCK tokens, one program per (row, block), so a batch-64 round runs ~77k
+programs per pass; the per-row programs in between read only the block partials and at most one
+block:
+1. Stats pass: per-block max, sum of exp and first index of the max. Greedy rows take the argmax
+   from these; sampled rows get the row max M, the total mass S and the block masses (a second
+   pass with min_p, to drop the tokens under its threshold from the block masses).
+2. Inverse-CDF draw (per row): a uniform u picks the block whose cumulative mass crosses
+   u * mass, then the token inside that one block.
+3. With top-k / top-p, a check pass counts the tokens and the mass strictly above the drawn
+   token X (and above 7 higher cut candidates between X and the row max), per block; a per-row
+   step sums them. X is kept -> done. Otherwise every token <= X is outside the kept set (it is
+   an upper set), and so is every token <= a candidate with >= top_k tokens or > top_p of the
+   mass above it: the next draw is from the tokens above the highest such cut, whose block
+   masses that same pass produced. Rejection from nested supports that all contain the kept set
+   gives an exact sample of the kept set; each round strictly raises the floor, so it ends
+   (usually after 1-2 rounds). PAR_ROUNDS rounds run split; a row still drawing after them
+   finishes its rounds in one program (the same code, its blocks in a loop). The launch
+   sequence is fixed (CUDA-graph capturable); programs of finished rows return at once.
+   Passes over the logits: 1 (greedy, no filter), 2 with min-p, 1 + rounds with top-k / top-p.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .posterior import BLOCK, CUTS, _prepare, _uniform
+
+_CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
+_DONE = tl.constexpr(0)  # the row's token is final
+PAR_ROUNDS = 3  # check rounds run split over the row's blocks; a row still drawing then finishes alone
+
+
+@triton.jit
+def _row_params(temp_ptr, topk_ptr, b):
+    """(divisor of the logits, sampled?) of request b: greedy rows keep the raw logits."""
+    temp = tl.load(temp_ptr + b).to(tl.float32)
+    sampled = (temp > 0.0) & (tl.load(topk_ptr + b) != 1)
+    return tl.where(sampled, temp, 1.0), sampled
+
+
+@triton.jit
+def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
+    idx = bi * BLOCK + tl.arange(0, BLOCK)
+    return tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp, idx
+
+
+@triton.jit
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, n, V, NB, BLOCK: tl.constexpr):
+    """Program (row, block): the block's max, sum of exp relative to it, and first index of the max."""
+    row = tl.program_id(0).to(tl.int64)
+    bi = tl.program_id(1)
+    temp, sampled = _row_params(temp_ptr, topk_ptr, row // n)
+    z, idx = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
+    m = tl.max(z, axis=0)
+    tl.store(bmax_ptr + row * NB + bi, m)
+    tl.store(barg_ptr + row * NB + bi, tl.min(tl.where(z == m, idx, 2147483647), axis=0))
+    if sampled:
+        tl.store(bsum_ptr + row * NB + bi, tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0))
+
+
+@triton.jit
+def _row_max(bmax_ptr, row, NB, NBP: tl.constexpr):
+    blocks = tl.arange(0, NBP)
+    bmax = tl.load(bmax_ptr + row * NB + blocks, mask=blocks < NB, other=float("-inf"))
+    return bmax, tl.max(bmax, axis=0)
+
+
+@triton.jit
+def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, mass_ptr, n, V, NB,
+                 BLOCK: tl.constexpr, NBP: tl.constexpr):
+    """Program (row, block): the block's mass in the first draw's support (relative to the row max):
+    from the stats, or with min-p the block's tokens with exp(z - max) >= min_p (reads the block)."""
+    row = tl.program_id(0).to(tl.int64)
+    bi = tl.program_id(1)
+    b = row // n
+    temp, sampled = _row_params(temp_ptr, topk_ptr, b)
+    if sampled:
+        min_p = tl.load(minp_ptr + b).to(tl.float32)
+        row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
+        m = tl.load(bmax_ptr + row * NB + bi)
+        mass = tl.where(m > float("-inf"), tl.load(bsum_ptr + row * NB + bi) * tl.exp(m - row_max), 0.0)
+        if min_p > 0.0:
+            w = tl.exp(_load_z(logits_ptr + row * V, bi, temp, V, BLOCK)[0] - row_max)
+            mass = tl.sum(tl.where(w >= min_p, w, 0.0), axis=0)
+        tl.store(mass_ptr + row * NB + bi, mass)
+
+
+@triton.jit
+def _draw(x_row, mass, floor, floor_mass, row_max, temp, min_p, seed, position, rnd, V,
+          BLOCK: tl.constexpr, NBP: tl.constexpr):
+    """Inverse CDF of u(seed, position, rnd) over the tokens above `floor` (and min-p), given the
+    block masses [NBP] of that support: the block whose cumulative mass crosses u * floor_mass,
+    then the token inside it. -> (token, its z)."""
+    offs = tl.arange(0, BLOCK)
+    blocks = tl.arange(0, NBP)
+    target = _uniform(seed, position, rnd) * floor_mass
+    cum = tl.cumsum(mass, axis=0)
+    last_b = tl.max(tl.where(mass > 0.0, blocks, -1), axis=0)
+    pick_b = tl.maximum(tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b), 0)
+    before = tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
+    z, _ = _load_z(x_row, pick_b, temp, V, BLOCK)
+    w = tl.exp(z - row_max)
+    w = tl.where((z > floor) & (w >= min_p), w, 0.0)
+    cw = before + tl.cumsum(w, axis=0)
+    last_j = tl.max(tl.where(w > 0.0, offs, -1), axis=0)
+    pick_j = tl.maximum(tl.minimum(tl.min(tl.where(cw > target, offs, BLOCK), axis=0), last_j), 0)
+    return pick_b * BLOCK + pick_j, tl.sum(tl.where(offs == pick_j, z, 0.0), axis=0)
+
+
+@triton.jit
+def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, bsum_ptr,
+                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr,
+                  NBP: tl.constexpr):
+    """Program per row: greedy -> the argmax from the block stats; sampled -> the first draw.
+
+    State per row: fstate = (row max, total mass, floor, floor mass, z of the drawn token),
+    istate = (status, round); `out` holds the latest draw."""
+    row = tl.program_id(0).to(tl.int64)
+    b = row // n
+    temp, sampled = _row_params(temp_ptr, topk_ptr, b)
+    bmax, row_max = _row_max(bmax_ptr, row, NB, NBP)
+    blocks = tl.arange(0, NBP)
+    if sampled:
+        bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
+        total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
+        mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
+        floor_mass = tl.sum(mass, axis=0)
+        floor = float("-inf")
+        rnd = tl.zeros([], tl.int32)
+        token, z_pick = _draw(logits_ptr + row * V, mass, floor, floor_mass, row_max, temp,
+                              tl.load(minp_ptr + b).to(tl.float32), tl.load(seed_ptr + b), tl.load(pos_ptr + row),
+                              rnd, V, BLOCK, NBP)
+        top_k = tl.load(topk_ptr + b)
+        filtered = ((top_k > 0) & (top_k < V)) | (tl.load(topp_ptr + b).to(tl.float32) < 1.0)
+        tl.store(out_ptr + row, token.to(tl.int64))
+        _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_mass, z_pick,
+                     tl.where(filtered, _CHECK, _DONE), rnd)
+    else:
+        first_b = tl.min(tl.where(bmax == row_max, blocks, NBP), axis=0)
+        tl.store(out_ptr + row, tl.load(barg_ptr + row * NB + first_b).to(tl.int64))
+        tl.store(istate_ptr + row * 2, _DONE)
+
+
+@triton.jit
+def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_mass, z_pick, status, rnd):
+    tl.store(fstate_ptr + row * 5 + 0, row_max)
+    tl.store(fstate_ptr + row * 5 + 1, total)
+    tl.store(fstate_ptr + row * 5 + 2, floor)
+    tl.store(fstate_ptr + row * 5 + 3, floor_mass)
+    tl.store(fstate_ptr + row * 5 + 4, z_pick)
+    tl.store(istate_ptr + row * 2 + 0, status)
+    tl.store(istate_ptr + row * 2 + 1, rnd)
+
+
+@triton.jit
+def _cuts(fstate_ptr, row, NC: tl.constexpr):
+    """The drawn token's z and NC - 1 cut candidates evenly spaced from it to the row max."""
+    row_max = tl.load(fstate_ptr + row * 5 + 0)
+    z_pick = tl.load(fstate_ptr + row * 5 + 4)
+    return z_pick + (row_max - z_pick) * (tl.arange(0, NC).to(tl.float32) / NC), row_max
+
+
+@triton.jit
+def _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, V, NB, BLOCK: tl.constexpr,
+                 NC: tl.constexpr):
+    """The count and mass (relative to the row max) of block bi's tokens strictly above every cut."""
+    cand, row_max = _cuts(fstate_ptr, row, NC)
+    ci = tl.arange(0, NC)
+    z, _ = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
+    w = tl.exp(z - row_max)
+    cnt = tl.zeros([NC], tl.int32)
+    above = tl.zeros([NC], tl.float32)
+    for c in tl.static_range(NC):  # one cut at a time: no [NC, BLOCK] tile in registers
+        gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
+        cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
+        above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
+    tl.store(cnt_ptr + (row * NC + ci) * NB + bi, cnt)
+    tl.store(above_ptr + (row * NC + ci) * NB + bi, above)
+
+
+@triton.jit
+def _check_kernel(logits_ptr, temp_ptr, topk_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, NC: tl.constexpr):
+    """Program (row, block) of a row whose draw awaits its check; other rows return at once."""
+    row = tl.program_id(0).to(tl.int64)
+    if tl.load(istate_ptr + row * 2) == _CHECK:
+        temp = _row_params(temp_ptr, topk_ptr, row // n)[0]
+        _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, tl.program_id(1), temp, V, NB, BLOCK, NC)
+
+
+@triton.jit
+def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
+          out_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr):
+    """Decide a row's draw from its block partials: kept -> done. Else every token <= the highest
+    cut with >= top_k tokens or > top_p of the mass above it is outside the kept set (an upper
+    set): that cut becomes the floor, its block masses the support, and the next round draws."""
+    ci = tl.arange(0, NC)
+    blocks = tl.arange(0, NBP)
+    part = (row * NC + ci[:, None]) * NB + blocks[None, :]
+    ok = (blocks < NB)[None, :]
+    above = tl.load(above_ptr + part, mask=ok, other=0.0)
+    above_n = tl.sum(tl.load(cnt_ptr + part, mask=ok, other=0), axis=1)
+    above_mass = tl.sum(above, axis=1)
+    cand, row_max = _cuts(fstate_ptr, row, NC)
+    by_k = tl.where((top_k > 0) & (top_k < V), (above_n >= top_k).to(tl.int32), 0)
+    by_p = tl.where(top_p < 1.0, (above_mass > top_p * tl.load(fstate_ptr + row * 5 + 1)).to(tl.int32), 0)
+    best = tl.max(tl.where(by_k + by_p > 0, ci, -1), axis=0)
+    status = tl.where(best >= 0, _CHECK, _DONE)
+    if best >= 0:
+        pick = ci == best
+        floor = tl.sum(tl.where(pick, cand, 0.0), axis=0)
+        floor_mass = tl.sum(tl.where(pick, above_mass, 0.0), axis=0)
+        mass = tl.sum(tl.where(pick[:, None], above, 0.0), axis=0)
+        rnd = tl.load(istate_ptr + row * 2 + 1) + 1
+        token, z_pick = _draw(logits_ptr + row * V, mass, floor, floor_mass, row_max, temp, min_p,
+                              seed, position, rnd, V, BLOCK, NBP)
+        tl.store(out_ptr + row, token.to(tl.int64))
+        _store_state(fstate_ptr, istate_ptr, row, row_max, tl.load(fstate_ptr + row * 5 + 1), floor, floor_mass,
+                     z_pick, status, rnd)
+    else:
+        tl.store(istate_ptr + row * 2, status)
+    return status
+
+
+@triton.jit
+def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, fstate_ptr, istate_ptr,
+                   cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
+                   NC: tl.constexpr, SEQUENTIAL: tl.constexpr):
+    """Program per row: one round's decision (and redraw) after the split check pass; with
+    SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
+    row = tl.program_id(0).to(tl.int64)
+    b = row // n
+    status = tl.load(istate_ptr + row * 2)
+    if status == _CHECK:
+        temp = _row_params(temp_ptr, topk_ptr, b)[0]
+        top_k = tl.load(topk_ptr + b)
+        top_p = tl.load(topp_ptr + b).to(tl.float32)
+        min_p = tl.load(minp_ptr + b).to(tl.float32)
+        seed = tl.load(seed_ptr + b)
+        position = tl.load(pos_ptr + row)
+        if SEQUENTIAL:
+            while status == _CHECK:
+                for bi in range(0, NB):
+                    _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, V, NB, BLOCK, NC)
+                tl.debug_barrier()  # the partials this program wrote, visible to all its threads
+                status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr,
+                               cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC)
+                tl.debug_barrier()
+        else:
+            _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
+                  out_ptr, row, V, NB, BLOCK, NBP, NC)
+
+
+def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+                           top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
+                           min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
+                           block: int = BLOCK, par_rounds: int = PAR_ROUNDS) -> torch.Tensor:
+    """Triton, every pass split over the row's blocks (module docstring); the same arguments and
+    the same draws as `posterior.posterior_tokens_triton` and the reference
+    `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
+    tunes the speed. CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
+    bs, n, vocab = target_logits.shape
+    seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
+    logits = target_logits.contiguous()
+    dev = logits.device
+    out = torch.empty((bs, n), dtype=torch.int64, device=dev)
+    rows = bs * n
+    if rows == 0:
+        return out
+    block = min(block, triton.next_power_of_2(vocab))
+    nb = triton.cdiv(vocab, block)
+    nbp = max(2, triton.next_power_of_2(nb))
+    params = (temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
+              min_p.float().contiguous(), seed.contiguous(), positions.contiguous())
+    temp, k, _, mp, _, _ = params
+    bmax, bsum, mass = (torch.empty((rows, nb), dtype=torch.float32, device=dev) for _ in range(3))
+    barg = torch.empty((rows, nb), dtype=torch.int32, device=dev)
+    fstate = torch.empty((rows, 5), dtype=torch.float32, device=dev)
+    istate = torch.empty((rows, 2), dtype=torch.int32, device=dev)
+    cnt = torch.empty((rows, CUTS, nb), dtype=torch.int32, device=dev)
+    above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
+    warps = 4 if block >= 1024 else 2
+    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, n, vocab, nb, BLOCK=block, num_warps=warps)
+    _mass_kernel[(rows, nb)](logits, temp, k, mp, bmax, bsum, mass, n, vocab, nb, BLOCK=block, NBP=nbp,
+                             num_warps=warps)
+    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, n, vocab, nb, BLOCK=block,
+                           NBP=nbp, num_warps=warps)
+    finish = (logits, *params, fstate, istate, cnt, above, out, n, vocab, nb)
+    for _ in range(par_rounds):
+        _check_kernel[(rows, nb)](logits, temp, k, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block, NC=CUTS,
+                                  num_warps=warps)
+        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, num_warps=warps)
+    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, num_warps=warps)
+    return out
+

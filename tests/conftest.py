@@ -37,15 +37,8 @@ def dropin(tmp_path_factory):
     """dropin(name) -> the module `sglang.srt.speculative.ddtree.<name>` imported in-process from
     the stub SGLang (tests/round_harness/stubs.py); the stub leaves sys.modules afterwards."""
     import importlib
-    import sys
 
-    from tests.round_harness.stubs import make_stub_site
+    from tests.round_harness.stubs import make_stub_site, sglang_from
 
-    site = str(make_stub_site(tmp_path_factory.mktemp("stub_sglang")))
-    sys.path.insert(0, site)
-    try:
+    with sglang_from(make_stub_site(tmp_path_factory.mktemp("stub_sglang"))):
         yield lambda name: importlib.import_module(f"sglang.srt.speculative.ddtree.{name}")
-    finally:
-        sys.path.remove(site)
-        for name in [n for n in sys.modules if n == "sglang" or n.startswith("sglang.")]:
-            del sys.modules[name]

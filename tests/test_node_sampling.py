@@ -8,10 +8,7 @@ penalizers are stood in by objects with the same attribute names (their classes 
 from __future__ import annotations
 
 import importlib
-import shutil
-import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,29 +17,14 @@ import torch
 from tests.kernels_env import INTERPRETED  # noqa: F401  (sets TRITON_INTERPRET first)
 
 from kernels.path_penalties import Penalties, apply_path_penalties
+from tests.round_harness.stubs import bare_site, sglang_from
 from tests.test_sampling_distribution import ALPHA, _biased, _chi_square_p, _power, sglang_probs
-
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def ns(tmp_path_factory):
-    site = tmp_path_factory.mktemp("ns_site")
-    for pkg in ("sglang", "sglang/srt", "sglang/srt/speculative"):
-        (site / pkg).mkdir(parents=True, exist_ok=True)
-        (site / pkg / "__init__.py").write_text("")
-    dropin = site / "sglang/srt/speculative/ddtree"
-    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
-    saved = {k: v for k, v in sys.modules.items() if k == "sglang" or k.startswith("sglang.")}
-    sys.path.insert(0, str(site))
-    try:
+    with sglang_from(bare_site(tmp_path_factory.mktemp("ns_site"))):
         yield importlib.import_module("sglang.srt.speculative.ddtree.node_sampling")
-    finally:
-        sys.path.remove(str(site))
-        for k in [k for k in sys.modules if k == "sglang" or k.startswith("sglang.")]:
-            del sys.modules[k]
-        sys.modules.update(saved)
 
 
 def _penalizer(name: str, **tensors):

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import types
-from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +23,7 @@ from tests.kernels_env import INTERPRETED  # noqa: F401  (sets TRITON_INTERPRET 
 from kernels.tp_topk import merge_payloads, pack_keys, shard_payload, sharded_topk, unpack_keys
 from kernels.tree_build import build_tree
 from kernels.vocab_topk import draft_topk_torch, topk_parts_torch
+from tests.round_harness.stubs import sglang_from
 from tests.tp_ranks import CASES, REPO, TREE_CASES, case_logits, make_site, shard_head, shard_range, tree_case
 
 WORLD = 2
@@ -85,16 +85,8 @@ def test_sharded_topk_refuses_k_above_the_vocabulary() -> None:
 @pytest.fixture
 def tp_draft(tmp_path):
     """patches/tp_draft.py loaded as SGLang loads it, from a site WITHOUT sglang.srt.distributed."""
-    site = make_site(tmp_path / "site", tp_group_stub=False)
-    saved = {k: v for k, v in sys.modules.items() if k == "sglang" or k.startswith("sglang.")}
-    sys.path.insert(0, str(site))
-    try:
+    with sglang_from(make_site(tmp_path / "site", tp_group_stub=False)):
         yield importlib.import_module("sglang.srt.speculative.ddtree.tp_draft")
-    finally:
-        sys.path.remove(str(site))
-        for k in [k for k in sys.modules if k == "sglang" or k.startswith("sglang.")]:
-            del sys.modules[k]
-        sys.modules.update(saved)
 
 
 def test_unsharded_head_builds_the_tree_from_its_logits_without_a_group(tp_draft) -> None:

@@ -8,12 +8,13 @@ saves what it computed to OUT_DIR/rank{RANK}.pt.
 
 from __future__ import annotations
 
-import shutil
 import sys
 import types
 from pathlib import Path
 
 import torch
+
+from tests.round_harness.stubs import bare_site
 
 REPO = Path(__file__).resolve().parents[1]
 PAD_TO = 64  # SGLang's DEFAULT_VOCAB_PADDING_SIZE
@@ -40,15 +41,10 @@ def get_tp_group():
 def make_site(site: Path, tp_group_stub: bool) -> Path:
     """A site holding only the sglang packages the drop-in needs, the drop-in itself and, optionally,
     the TP-group stand-in."""
-    for pkg in ("sglang", "sglang/srt", "sglang/srt/speculative"):
-        (site / pkg).mkdir(parents=True, exist_ok=True)
-        (site / pkg / "__init__.py").write_text("")
+    bare_site(site)
     if tp_group_stub:
         (site / "sglang/srt/distributed").mkdir(parents=True, exist_ok=True)
         (site / "sglang/srt/distributed/__init__.py").write_text(DISTRIBUTED_STUB)
-    dropin = site / "sglang/srt/speculative/ddtree"
-    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
     return site
 
 

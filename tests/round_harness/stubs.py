@@ -1,7 +1,11 @@
-"""Just enough of SGLang's module surface for `worker_v2` to import on a CPU (test harness only)."""
+"""Just enough of SGLang's module surface for `worker_v2` to import on a CPU (test harness only),
+and the sites the drop-ins are loaded from in tests."""
 
 import shutil
+import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,12 +61,45 @@ STUB_MODULES = {
 }
 
 
+def add_dropin(site: Path) -> Path:
+    """Our drop-ins and kernels copied into `site` where `apply` puts them."""
+    dropin = site / "sglang/srt/speculative/ddtree"
+    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
+    return site
+
+
 def make_stub_site(site: Path) -> Path:
     """`site` holding the stub sglang with our drop-ins and kernels where `apply` puts them."""
     for rel, text in STUB_MODULES.items():
         (site / rel).parent.mkdir(parents=True, exist_ok=True)
         (site / rel).write_text(text)
-    dropin = site / "sglang/srt/speculative/ddtree"
-    shutil.copytree(REPO / "patches", dropin, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "kernels", dropin / "kernels", ignore=shutil.ignore_patterns("__pycache__"))
-    return site
+    return add_dropin(site)
+
+
+def bare_site(site: Path) -> Path:
+    """`site` holding only the empty sglang packages the drop-ins live in, and the drop-ins: a module
+    that imports anything else of SGLang fails to load there."""
+    for pkg in ("sglang", "sglang/srt", "sglang/srt/speculative"):
+        (site / pkg).mkdir(parents=True, exist_ok=True)
+        (site / pkg / "__init__.py").write_text("")
+    return add_dropin(site)
+
+
+def _sglang_modules() -> list[str]:
+    return [name for name in sys.modules if name == "sglang" or name.startswith("sglang.")]
+
+
+@contextmanager
+def sglang_from(site: Path) -> Iterator[None]:
+    """Inside the block `sglang` imports from `site`; afterwards the modules it loaded leave
+    `sys.modules` and any sglang modules loaded before are back."""
+    saved = {name: sys.modules[name] for name in _sglang_modules()}
+    sys.path.insert(0, str(site))
+    try:
+        yield
+    finally:
+        sys.path.remove(str(site))
+        for name in _sglang_modules():
+            del sys.modules[name]
+        sys.modules.update(saved)

@@ -194,7 +194,8 @@ def _check(target_logits: torch.Tensor, per_request: dict[str, torch.Tensor]) ->
             raise ValueError(f"{name} must be [bs] = [{target_logits.shape[0]}], got {tuple(t.shape)}")
 
 
-def _seeds(seed: torch.Tensor | torch.Generator, bs: int, device: torch.device) -> torch.Tensor:
+def request_seeds(seed: torch.Tensor | torch.Generator, bs: int, device: torch.device) -> torch.Tensor:
+    """int64 [bs]: each request's seed (given, or drawn fresh from the generator for this round)."""
     if isinstance(seed, torch.Generator):
         return torch.randint(0, 2**62, (bs,), generator=seed, device=seed.device).to(device)
     return seed.to(device=device, dtype=torch.int64)
@@ -203,7 +204,7 @@ def _seeds(seed: torch.Tensor | torch.Generator, bs: int, device: torch.device) 
 def _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions):
     bs, n, _ = target_logits.shape
     dev = target_logits.device
-    seed = _seeds(seed, bs, dev)
+    seed = request_seeds(seed, bs, dev)
     min_p = torch.zeros(bs, device=dev) if min_p is None else min_p
     _check(target_logits, {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed, "min_p": min_p})
     if positions is None:

@@ -24,6 +24,7 @@ import os
 import torch
 
 from sglang.srt.speculative.ddtree.kernels import posterior_tokens
+from sglang.srt.speculative.ddtree.kernels.posterior import request_seeds
 from sglang.srt.speculative.ddtree.kernels.sequential_top_p import sequential_top_p
 from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, apply_path_penalties
 
@@ -154,11 +155,10 @@ def _draw_per_node(logits: torch.Tensor, temps: torch.Tensor, top_ks: torch.Tens
     """`posterior_tokens` with a top-p per node: every node as its own row, with its request's seed, so
     the draws (keyed by seed and position) are the ones the batched call makes."""
     bs, n, vocab = logits.shape
-    if isinstance(seed, torch.Generator):
-        seed = torch.randint(0, 2**62, (bs,), generator=seed, device=seed.device)
     per_node = lambda t: t.to(logits.device).repeat_interleave(n)  # noqa: E731
     out = posterior_tokens(logits.reshape(bs * n, 1, vocab), per_node(temps), per_node(top_ks), node_top_p.reshape(-1),
-                           per_node(seed.to(torch.int64)), min_p=per_node(min_ps), positions=positions.reshape(bs * n, 1))
+                           per_node(request_seeds(seed, bs, logits.device)), min_p=per_node(min_ps),
+                           positions=positions.reshape(bs * n, 1))
     return out.view(bs, n)
 
 

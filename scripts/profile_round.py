@@ -72,7 +72,7 @@ def engine_run(cfg: dict, out: Path, lock_path: Path, batches: list[int], steps:
         res["t_start"] = round(time.time() - t0, 1)
         prompts = [[(7 * i + 13 * j) % 30000 + 100 for j in range(prompt_len)] for i in range(max(batches))]
         params = {"temperature": 0.0, "max_new_tokens": max_new, "ignore_eos": True}
-        with open(lock_path, "w") as lock:
+        with open(lock_path, "w") as lock:  # held until closed: one engine on the GPU at a time
             fcntl.flock(lock, fcntl.LOCK_EX)
             for b in batches:
                 batch = prompts[:b]
@@ -104,7 +104,6 @@ def engine_run(cfg: dict, out: Path, lock_path: Path, batches: list[int], steps:
                 print(f"[{name}] bs={b} wall/round {statistics.median(entry['wall_ms_per_round']):.2f} ms "
                       f"busy/step {entry['profile'].get('busy_us_per_step', float('nan')) / 1000:.2f} ms",
                       flush=True)
-            fcntl.flock(lock, fcntl.LOCK_UN)
         eng.shutdown()
     except BaseException as e:  # noqa: BLE001 - reported in the result file
         import traceback

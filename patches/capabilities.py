@@ -106,10 +106,10 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
         "token at a time, which the unified pool cannot express.",
     ),
     Capability(
-        "paged-kv", "absent",
+        "paged-kv", "implemented",
         "--page-size > 1",
-        "the tree commit has not been verified with larger pages",
-        "DDTREE supports --page-size 1 only for now",
+        "the tree commit copies accepted KV into slots the round already holds (any page layout); "
+        "the v1 verify frees only whole pages past the last committed token, as DFlash's does",
     ),
     Capability(
         "tensor-parallel", "absent",

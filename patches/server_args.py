@@ -54,7 +54,6 @@ def validate_ddtree_server_args(server_args: Any) -> None:
     budget, topk = resolve_budget_and_topk(view, block)
     check_attention_backend(server_args)
     check_hybrid_target(server_args)
-    check_page_size(view)
     check_parallelism_and_window(view)
     check_absent_features(view)
     fields = {"speculative_ddtree_budget": budget, "speculative_ddtree_topk": topk}
@@ -219,15 +218,6 @@ def check_hybrid_target(server_args: Any) -> None:
             "per-node recurrent state and per-row windows, which SGLang's verify does not keep; "
             "outputs would differ from plain decoding. Pass --speculative-ddtree-allow-hybrid-unsafe "
             "to run it anyway."
-        )
-
-
-def check_page_size(server_args: Any) -> None:
-    page_size = int(getattr(server_args, "page_size", None) or 1)
-    if page_size > 1:
-        raise DDTreeArgumentError(
-            f"DDTREE supports --page-size 1 only for now (got {page_size}): its tree commit has not "
-            "been verified with larger pages."
         )
 
 

@@ -63,6 +63,19 @@ def move_accepted_kv(
     return path_slots
 
 
+def paged_keep_slots(prefix_lens: torch.Tensor, commit_lens: torch.Tensor, width: int, page_size: int) -> torch.Tensor:
+    """How many of each request's `width` verify slots stay allocated after committing `commit_lens`.
+
+    A paged allocator frees whole pages (`free` takes the pages its slots fall in), so only the
+    pages wholly past the last committed token may go back; the slots up to the end of that
+    token's page stay with the request, and the next round's allocation extends from them. At page
+    size 1 this is `commit_lens`.
+    """
+    new_lens = prefix_lens.to(torch.int64) + commit_lens.to(torch.int64)
+    page_end = (new_lens + page_size - 1) // page_size * page_size
+    return (page_end - prefix_lens.to(torch.int64)).clamp(min=0, max=width)
+
+
 def path_features(
     hidden: torch.Tensor, accepted_idx: torch.Tensor, width: int, tree_size: int, lengths: Optional[torch.Tensor] = None
 ) -> torch.Tensor:

@@ -39,7 +39,9 @@ from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, build_tree
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
-from sglang.srt.speculative.ddtree.tree_round import draft_server_args, move_accepted_kv, path_features
+from sglang.srt.speculative.ddtree.tree_round import (
+    draft_server_args, move_accepted_kv, paged_keep_slots, path_features,
+)
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
@@ -79,8 +81,6 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         """Accept along the tree; returns what DFlash's verify returns (same order and meaning)."""
         if batch.forward_mode.is_idle():
             return super().verify(batch=batch, logits_output=logits_output, page_size=page_size)
-        if page_size != 1:
-            raise RuntimeError(f"DDTREE supports --page-size 1 only (got {page_size}).")
         bs, width, tree_size = batch.batch_size(), int(self.draft_token_num), self.tree_size
         logits = logits_output.next_token_logits
         device = logits.device
@@ -104,9 +104,10 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
 
         cache_loc_2d = batch.out_cache_loc.view(bs, width).to(torch.int64)
         move_accepted_kv(self.slot_mover, accepted_idx, accept_len, cache_loc_2d, n)
-        keep = torch.arange(width, device=device)[None, :] < commit_lens[:, None]
-        batch.token_to_kv_pool_allocator.free(batch.out_cache_loc.view(bs, width)[~keep])
-        batch.out_cache_loc = batch.out_cache_loc.view(bs, width)[keep]
+        offsets = torch.arange(width, device=device)[None, :]
+        held = paged_keep_slots(batch.seq_lens, commit_lens, width, page_size)
+        batch.token_to_kv_pool_allocator.free(batch.out_cache_loc.view(bs, width)[offsets >= held[:, None]])
+        batch.out_cache_loc = batch.out_cache_loc.view(bs, width)[offsets < commit_lens[:, None]]
         for req, n in zip(batch.reqs, commit_lens_cpu, strict=True):
             req.kv_committed_len += n
             req.kv_allocated_len = req.kv_committed_len
@@ -227,7 +228,12 @@ class DDTreeWorkerV1(DFlashWorker):
         verify_input.generator, verify_input.sampler = self._sample_generator, self._node_sampler
         verify_input.sampling_backend, verify_input.slot_mover = self._sampling_backend, self._slot_mover
         # DFlash allocated `block` slots per request for its chain; the tree takes its own width.
-        batch.token_to_kv_pool_allocator.free(batch.out_cache_loc)
+        # The page that holds the prefix's last token stays (a paged free takes whole pages); the
+        # tree's allocation extends from it as the chain's did.
+        chain_slots = batch.out_cache_loc.view(bs, self.block_size)
+        held = paged_keep_slots(batch.seq_lens, torch.zeros_like(batch.seq_lens), self.block_size, self.page_size)
+        offsets = torch.arange(self.block_size, device=chain_slots.device)[None, :]
+        batch.token_to_kv_pool_allocator.free(chain_slots[offsets >= held[:, None]])
         verify_input.prepare_for_verify(batch, self.page_size)
         batch.spec_info = verify_input
 

@@ -50,17 +50,17 @@ class Preset:
     block: int = 16
     seq: int = 512
     target_batch: int = 64
-    target_steps: int = 3000
+    target_steps: int = 2000  # done at ~100 s on an H200: the cap below is only a safety stop
     target_lr: float = 2e-3
     draft_batch: int = 32
     draft_anchors: int = 32
-    draft_steps: int = 3000
+    draft_steps: int = 2000  # done at ~70 s on an H200
     draft_lr: float = 2e-3
     draft_labels: str = "target"  # "target": the target's own argmax after each real prefix (teacher-forced),
     # a cheap stand-in for the target-generated data DFlash drafters train on; "text": the text's next tokens
     warmup: int = 100
-    target_cap_s: float = 110.0
-    draft_cap_s: float = 80.0
+    target_cap_s: float = 160.0
+    draft_cap_s: float = 120.0
     tokenizer_chars: int = 12_000_000
     max_files: int | None = None
     held_out_every: int = 40

@@ -109,6 +109,20 @@ def test_goals_say_miss_and_not_measured() -> None:
     assert "batch 8" in lines[2] and "NOT MEASURED" in lines[2] and "NOT MEASURED" in lines[3]
 
 
+def test_big_round_time_subtracts_the_median_prefill() -> None:
+    """One slow prefill sample (the 2.14 s one below) must not turn a round negative: each run's
+    prefill is the median of that engine's prefill calls at that batch."""
+    def rec(algo, rep, seconds, prefill):
+        return {"phase": "big", "config": algo.lower(), "algo": algo, "batch": 1, "repeat": rep, "seconds": seconds,
+                "prefill_seconds": prefill, "rounds": 10, "tokens": [64], "verify_ct": [10]}
+
+    records = [rec("DFLASH", 0, 1.10, 2.14), rec("DFLASH", 1, 1.10, 1.00), rec("DFLASH", 2, 1.12, 1.02)]
+    records += [rec("DDTREE", r, 1.12, 1.00) for r in range(3)]
+    (row,) = bench_report.big_rows(records)
+    assert row["dflash_ms"] == pytest.approx([8.0, 8.0, 10.0]) and min(row["ratio"]) > 0
+    assert row["ddtree_ms"] == pytest.approx([12.0, 12.0, 12.0])
+
+
 def test_big_shape_configs_have_equal_verify_width(tmp_path: Path) -> None:
     pair = tmp_path / "pair"
     (pair / "target").mkdir(parents=True)

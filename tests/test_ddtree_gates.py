@@ -193,9 +193,11 @@ def test_plain_attention_targets_are_not_hybrid():
     assert hybrid_target_kinds(SimpleNamespace(model_type="llama", architectures=["LlamaForCausalLM"])) == []
 
 
-def test_page_size_above_one_is_refused():
-    with pytest.raises(DDTreeArgumentError, match="--page-size 1 only for now \\(got 16\\)"):
-        validate_ddtree_server_args(make_args(page_size=16))
+@pytest.mark.parametrize("page_size", [16, 64])
+def test_page_size_above_one_is_served(page_size):
+    args = make_args(page_size=page_size)
+    validate_ddtree_server_args(args)
+    assert args.page_size == page_size and args.speculative_ddtree_budget is not None
 
 
 def test_tensor_parallel_is_refused():

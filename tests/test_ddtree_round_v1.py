@@ -29,6 +29,7 @@ from tests.sglang_releases import install_release, release_metadata
 REPO = Path(__file__).resolve().parents[1]
 V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
 BUDGETS = (0, 1, 7, 8, 32)
+PAGED = ("paged:4:8", "paged:4:32", "paged:16:8")  # page:budget
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +42,22 @@ def results(request, tmp_path_factory) -> dict:
     subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
                    capture_output=True, cwd=REPO)
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    cases = [*map(str, BUDGETS), "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
+    cases = [*map(str, BUDGETS), *PAGED, "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     return {line.get("case", "refusal"): line for line in lines}
+
+
+@pytest.mark.parametrize("case", PAGED)
+def test_paged_round_frees_whole_pages_only(results, case):
+    """A paged free takes whole pages: freeing a slot of the last committed token's page would
+    give the request's own KV away (the allocator check), and the next round would overwrite it."""
+    r = results[case]
+    assert r["page_size"] == int(case.split(":")[1])
+    assert r["equal_to_greedy"] and r["commit_ok"], r
+    assert r["rounds_with_off_chain_paths"] > 0, r
 
 
 @pytest.mark.parametrize("budget", BUDGETS)

@@ -66,3 +66,14 @@ def test_path_features_gathers_the_accepted_nodes(tr):
     assert path[..., 0].tolist() == [[0, 2], [4, 5]]
     flat = tr.path_features(hidden, accepted, width, tree_size, lengths=torch.tensor([2, 1]))
     assert flat[:, 0].tolist() == [0, 2, 4]
+
+
+@pytest.mark.parametrize("page_size, prefix, commit, kept", [
+    (1, [10, 20], [3, 0], [3, 0]),  # page size 1: exactly the committed slots
+    (4, [10, 12], [3, 0], [6, 0]),  # 13 -> the page ends at 16; 12 is a page boundary: all go back
+    (4, [10, 9], [0, 9], [2, 9]),  # the prefix's own partial page stays; the width caps it
+    (16, [5, 30], [1, 2], [9, 2]),  # 6 -> 16 (capped at the width 9); 32 is a page end
+])
+def test_paged_keep_slots_hold_the_last_committed_page(tr, page_size, prefix, commit, kept):
+    got = tr.paged_keep_slots(torch.tensor(prefix), torch.tensor(commit, dtype=torch.int32), 9, page_size)
+    assert got.tolist() == kept

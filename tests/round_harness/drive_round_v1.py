@@ -10,6 +10,8 @@ a GPU: the target worker (greedy next token f(x) = x + 1 mod V, 300 absorbing; w
 token into its KV slot and returns it as its hidden feature), the draft runner (drafts the target's
 chain, second-ranked behind 300 at depths 2 and 5, so accepted paths leave the first-child chain),
 the draft model's KV projection (identity) and the KV buffers (one token id per slot).
+Paged cases run at --page-size 4 or 16 with SGLang's PagedTokenToKVPoolAllocator, which frees whole
+pages: after each round it must hold exactly the pages of each request's committed tokens.
 Penalised cases give every request a frequency penalty of 2 (SGLang's largest), which drives the
 absorbing token 300 out once it is emitted five times: the output must equal sequential decoding of the target
 with the penalty counted over the request's own output (`reference_decode`); greedy, or sampled with
@@ -17,7 +19,7 @@ a per-request seed (set on the batch's SamplingBatchInfo as SGLang's determinist
 whose draws are keyed by position and so equal sequential sampling's.
 A batch whose sampling DDTree cannot reproduce (a custom logit processor, flagged on the batch's
 SamplingBatchInfo as SGLang sets it) must be refused with the reason before the round touches it.
-usage: python drive_round_v1.py BUDGET|sampled:BUDGET|penalized:BUDGET|penalized-sampled:BUDGET|refusal|
+usage: python drive_round_v1.py BUDGET|sampled:BUDGET|paged:PAGE:BUDGET|penalized:BUDGET|penalized-sampled:BUDGET|refusal|
   custom-processor ...
   -> one JSON line per case
 """
@@ -39,7 +41,7 @@ import torch  # noqa: E402
 from sglang.srt.layers.logits_processor import LogitsProcessorOutput  # noqa: E402
 from sglang.srt.managers.schedule_batch import Req, ScheduleBatch  # noqa: E402
 from sglang.srt.managers.scheduler import GenerationBatchResult  # noqa: E402
-from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator  # noqa: E402
+from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator  # noqa: E402
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams  # noqa: E402
 from sglang.srt.mem_cache.chunk_cache import ChunkCache  # noqa: E402
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool  # noqa: E402
@@ -169,11 +171,11 @@ def reference_decode(req, length: int, frequency: float, seed: int | None) -> li
     return out
 
 
-def server_args(budget: int):
+def server_args(budget: int, page_size: int = 1):
     return prepare_server_args([
         "--model-path", str(TARGET), "--speculative-draft-model-path", str(DRAFT), "--device", "cuda",
         "--speculative-algorithm", "DDTREE", "--attention-backend", "triton",
-        "--speculative-ddtree-budget", str(budget), "--random-seed", "0",
+        "--speculative-ddtree-budget", str(budget), "--random-seed", "0", "--page-size", str(page_size),
     ])  # fmt: skip
 
 
@@ -194,14 +196,22 @@ def make_worker(args, target: TargetWorker, draft_runner: DraftRunner):
     return worker, seen
 
 
+def pages(n: int, page_size: int) -> int:
+    """Slots a paged allocator holds for n tokens (whole pages)."""
+    return -(-n // page_size) * page_size
+
+
 def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: bool = False, case: str = "",
-         custom_processor: bool = False) -> None:
-    args = server_args(budget)
+         custom_processor: bool = False, page_size: int = 1) -> None:
+    args = server_args(budget, page_size)
     req_to_token_pool = ReqToTokenPool(size=8, max_context_len=POOL, device="cpu", enable_memory_saver=False)
     kv, draft_kv = SlotTokens(8 * POOL), SlotTokens(8 * POOL)
-    allocator = TokenToKVPoolAllocator(8 * POOL, torch.float32, "cpu", kv, need_sort=False)
+    if page_size == 1:
+        allocator = TokenToKVPoolAllocator(8 * POOL, torch.float32, "cpu", kv, need_sort=False)
+    else:  # as the scheduler builds it for --page-size > 1: frees whole pages
+        allocator = PagedTokenToKVPoolAllocator(8 * POOL, page_size, torch.float32, "cpu", kv, need_sort=False)
     tree_cache = ChunkCache(CacheInitParams(disable=True, req_to_token_pool=req_to_token_pool,
-                                            token_to_kv_pool_allocator=allocator, page_size=1))
+                                            token_to_kv_pool_allocator=allocator, page_size=page_size))
     target = TargetWorker(req_to_token_pool, allocator, kv, attn_backend=object())
     worker, seen = make_worker(args, target, DraftRunner(req_to_token_pool, allocator, draft_kv))
 
@@ -215,7 +225,7 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
         params.verify(V)
         req = Req(f"r{i}", "", prompt, params, vocab_size=V)
         req.req_pool_idx = req_to_token_pool.alloc([req])[0] if _alloc_takes_reqs() else req_to_token_pool.alloc(1)[0]
-        slots = allocator.alloc(n)
+        slots = allocator.alloc(pages(n, page_size))[:n]  # the prompt's pages, as prefill leaves them
         req_to_token_pool.req_to_token[req.req_pool_idx, :n] = slots.to(req_to_token_pool.req_to_token.dtype)
         kv.tok[slots] = torch.tensor(prompt)
         draft_kv.tok[slots] = torch.tensor(prompt)
@@ -285,8 +295,8 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
             commit_ok &= kv.tok[slots].tolist() == path and draft_kv.tok[slots].tolist() == path
             commit_ok &= int(batch.seq_lens[i]) == prefix + n == req.kv_committed_len
             off_chain += int(any(int(a) != j for j, a in enumerate(accepted[i, :n].tolist())))
-        committed = sum(r.kv_committed_len for r in reqs)
-        commit_ok &= allocator.available_size() == 8 * POOL - committed  # nothing leaked or freed twice
+        held = sum(pages(r.kv_committed_len, page_size) for r in reqs)
+        commit_ok &= allocator.available_size() == 8 * POOL - held  # nothing leaked or freed twice
         # The result in this release's field names (0.5.11: num_accepted_drafts...).
         total, per_req = (getattr(result, f"num_{kind}_drafts{suffix}", None)
                           for kind in [_drafts_word(result)] for suffix in ("", "_per_req_cpu"))
@@ -320,7 +330,7 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
         "verify_width": sorted(set(target.verify_widths)), "draft_runner_width": seen["draft_num_draft_tokens"],
         "widths": [args.speculative_num_draft_tokens, args.speculative_dflash_block_size,
                    args.speculative_ddtree_budget, args.speculative_ddtree_topk],
-        "worker": type(worker).__name__, "block_size": worker.block_size,
+        "worker": type(worker).__name__, "block_size": worker.block_size, "page_size": args.page_size,
     }), flush=True)
 
 
@@ -360,6 +370,9 @@ if __name__ == "__main__":
             refusal_case()
         elif case == "custom-processor":
             main(8, case=case, custom_processor=True)
+        elif case.startswith("paged:"):  # paged:PAGE:BUDGET -> --page-size PAGE, greedy
+            _, page, budget = case.split(":")
+            main(int(budget), case=case, page_size=int(page))
         elif case.startswith("sampled:"):  # sampled:BUDGET -> temperature 1
             main(int(case.split(":")[1]), temperature=1.0, case=case)
         elif case.startswith("penalized:"):  # greedy with a frequency penalty

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
 from kernels.path_penalties import Penalties, apply_path_penalties  # noqa: E402
-from kernels.posterior import posterior_tokens_triton  # noqa: E402
+from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
@@ -319,7 +319,8 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
         x = penalise(logits) if penalised else logits
         return kernel(x, *params, seed, min_p=min_p, positions=positions)
 
-    return {"runtime": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}
+    return {"runtime": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split),
+            "reference": lambda: run(posterior_tokens_torch)}
 
 
 def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
@@ -348,7 +349,8 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 fns = _posterior_fns(logits, case, seed, positions, penalise)
                 expected = fns["runtime"]()
                 try:
-                    same = bool(torch.equal(expected, fns["split"]()))
+                    split = fns["split"]()
+                    same = bool(torch.equal(expected, split))
                 except Exception as exc:  # never compiled on a GPU before: keep the runtime's figures
                     if not split_errors:
                         traceback.print_exc()
@@ -358,8 +360,13 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                                     "runtime_us": t["runtime"], "split_error": split_errors[-1]})
                     table.append([str(bs), shape, name, _cell(t["runtime"]), "FAILED", "", ""])
                     continue
-                if not same:
-                    split_errors.append(f"batch {bs}, {shape}, {name}: the split kernel drew other tokens")
+                if not same:  # which kernel left the torch reference, and in how many of the bs x rows draws
+                    ref = fns.pop("reference")()
+                    off = {k: int((v != ref).sum()) for k, v in (("runtime", expected), ("split", split))}
+                    split_errors.append(f"batch {bs}, {shape}, {name}: the split kernel drew other tokens "
+                                        f"(draws != torch reference of {bs * rows}: runtime {off['runtime']}, "
+                                        f"split {off['split']})")
+                fns.pop("reference", None)
                 t = timer.measure(fns)
                 ratio = t["runtime"]["median"] / t["split"]["median"]
                 records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "runtime_us": t["runtime"],

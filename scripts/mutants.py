@@ -117,6 +117,10 @@ VERIFY = (
            ROUND_TESTS),
     Mutant("padding entries move slot -1", "patches/kv_move.py",
            "torch.where(src >= 0, src, dst).reshape(-1)", "src.reshape(-1)", ROUND_TESTS),
+    Mutant("a paged free keeps only the committed slots", "patches/tree_round.py",
+           "page_end = (new_lens + page_size - 1) // page_size * page_size", "page_end = new_lens", ROUND_TESTS),
+    Mutant("the kept page is not capped at the verify width", "patches/tree_round.py",
+           ".clamp(min=0, max=width)", ".clamp(min=0)", ROUND_TESTS),
 )
 
 KERNELS = (

@@ -16,8 +16,19 @@ its largest bin (the hardest place to notice 3 % more).
 usage (on the GPU machine, SGLang patched for DDTREE on the path):
     python scripts/gpu_sampling_check.py OUT_DIR [--target T] [--draft D] [--draws 20000]
     python scripts/gpu_sampling_check.py OUT_DIR --make-models /tmp/models8k   # 8192-token models first
+    python scripts/gpu_sampling_check.py OUT_DIR --offchain /tmp/models   # paths off the first-child chain
 Defaults: the gpurig models /tmp/models/target_rand and /tmp/models/draft_rand (vocab 512: top-k
-2000 is then off; use --make-models for a vocab >= 8k).
+2000 is then off; use --make-models for a vocab >= 8k). A random draft is almost never accepted,
+so there nearly every DDTREE token is a tree root's.
+--offchain DIR uses the off-chain oracle (DIR/target_offchain, DIR/draft_offchain, built by
+make_oracle_models.py; gpu_check.sh leaves them in /tmp/models) at temperature 3: the target's
+logits are 22.6 on its rule's token and exactly 0 on the 511 others, so at T=3 it samples that
+token 78.7 % of the time and each other 0.04 %, and the draft holds that token at rank 1, 2 or 3
+per depth (offchain_oracle.RANK_PROBS): accepted sampled paths leave the first-child chain. Only
+the settings whose filters cannot cut inside a run of exactly tied logits run there
+(OFFCHAIN_SETTINGS): on ties SGLang's sort-based top-k / top-p keep a sort-order-dependent subset
+and DDTree's kernel keeps every tied token, so those two would differ by construction of the
+model, not by a sampling error.
 """
 
 from __future__ import annotations
@@ -43,6 +54,9 @@ SETTINGS = {
     "presence=0.5": {"temperature": 1.0, "presence_penalty": 0.5},
     "logit_bias": {"temperature": 1.0, "logit_bias": {str(t): 4.0 for t in (5, 6, 7, 8)} | {"9": -100.0}},
 }
+# Settings whose cuts cannot fall inside the off-chain target's tie of 511 equal logits.
+OFFCHAIN_SETTINGS = ("T=1", "repetition=1.3", "frequency=0.5", "presence=0.5", "logit_bias")
+OFFCHAIN_TEMPERATURE = 3.0
 PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
 HERE = Path(__file__).resolve().parent
 
@@ -152,6 +166,17 @@ def _chi2_quantile(alpha: float, df: int) -> float:
     return hi
 
 
+def select_settings(only: list[str] | None, offchain: bool) -> dict[str, dict]:
+    """The settings to run; on the off-chain oracle only the tie-safe ones, each at T=3."""
+    names = [k for k in SETTINGS if (not only or k in only) and (not offchain or k in OFFCHAIN_SETTINGS)]
+    if only and not names:
+        raise SystemExit(f"no setting left of {only}" + (f" (off-chain runs only {OFFCHAIN_SETTINGS})" if offchain else ""))
+    if not offchain:
+        return {k: SETTINGS[k] for k in names}
+    return {k.replace("T=1", f"T={OFFCHAIN_TEMPERATURE:g}"): dict(SETTINGS[k], temperature=OFFCHAIN_TEMPERATURE)
+            for k in names}
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--engine":
         engine_main(sys.argv[2], sys.argv[3])
@@ -165,12 +190,15 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=20000)
     ap.add_argument("--positions", type=int, default=4, help="tokens per request; every position is compared")
     ap.add_argument("--only", nargs="*", help="setting names to run")
+    ap.add_argument("--offchain", type=Path, help="use the off-chain oracle models in this folder, at T=3")
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.make_models:
         make_models(args.make_models, 8192)
         args.target, args.draft = str(args.make_models / "target_rand"), str(args.make_models / "draft_rand")
-    settings = {k: v for k, v in SETTINGS.items() if not args.only or k in args.only}
+    settings = select_settings(args.only, args.offchain is not None)
+    if args.offchain:
+        args.target, args.draft = str(args.offchain / "target_offchain"), str(args.offchain / "draft_offchain")
     base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
                 positions=args.positions, settings=settings)
     t0 = time.time()

@@ -1,0 +1,49 @@
+"""The GPU sampling check's CPU-side parts: which settings run where, and its homogeneity test
+(a sample against itself passes, a 3 %-biased one fails) on the off-chain target's shape."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import gpu_sampling_check as check  # noqa: E402
+
+
+def test_offchain_runs_only_tie_safe_settings_at_t3():
+    got = check.select_settings(None, offchain=True)
+    assert list(got) == ["T=3", "repetition=1.3", "frequency=0.5", "presence=0.5", "logit_bias"]
+    assert all(v["temperature"] == 3.0 for v in got.values())
+    assert "top_p=0.9" in check.select_settings(None, offchain=False)
+    assert check.SETTINGS["T=1"]["temperature"] == 1.0  # the table itself is untouched
+
+
+def test_offchain_refuses_a_selection_with_nothing_left():
+    with pytest.raises(SystemExit, match="off-chain runs only"):
+        check.select_settings(["top_p=0.9"], offchain=True)
+
+
+def _offchain_draws(n: int, rng: random.Random, moved: float = 0.0) -> list[int]:
+    """Draws from the off-chain target at T=3 (token 7 at 78.7 %, 511 others tied), with `moved`
+    of the mass put on token 100 (what the biased DDTREE run does to its first child)."""
+    out = []
+    for _ in range(n):
+        if rng.random() < moved:
+            out.append(100)
+        elif rng.random() < 0.787:
+            out.append(7)
+        else:
+            out.append(rng.choice([t for t in range(512) if t != 7]))
+    return out
+
+
+def test_homogeneity_passes_the_same_law_and_fails_a_3_percent_bias():
+    rng = random.Random(0)
+    threshold = 1e-3 / 20
+    plain = _offchain_draws(20000, rng)
+    p_same, _ = check.homogeneity(plain, _offchain_draws(20000, rng), threshold)
+    p_biased, _ = check.homogeneity(plain, _offchain_draws(20000, rng, moved=0.03), threshold)
+    assert p_same > threshold and p_biased < threshold

@@ -49,7 +49,7 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
     """Every engine of the suites; with `tp_size` > 1 or `page_size` > 1 all of them (plain references
     included) run with that --tp-size / --page-size, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
-    and the same KV page layout (issue 14: DDTREE's paged-kv gate is lifted on a branch for that run)."""
+    and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md)."""
     out = (base_configs() if "base" in suites else []) + (offchain_configs() if "offchain" in suites else [])
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
     if extra:

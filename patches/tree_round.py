@@ -76,6 +76,16 @@ def paged_keep_slots(prefix_lens: torch.Tensor, commit_lens: torch.Tensor, width
     return (page_end - prefix_lens.to(torch.int64)).clamp(min=0, max=width)
 
 
+def free_past_kept_pages(
+    allocator: Any, slots_2d: torch.Tensor, prefix_lens: torch.Tensor, commit_lens: torch.Tensor, page_size: int
+) -> None:
+    """Give back each request's slots [bs, width] (positions `prefix ..`) past `paged_keep_slots`."""
+    width = slots_2d.shape[1]
+    held = paged_keep_slots(prefix_lens, commit_lens, width, page_size)
+    offsets = torch.arange(width, device=slots_2d.device)[None, :]
+    allocator.free(slots_2d[offsets >= held[:, None]])
+
+
 def path_features(
     hidden: torch.Tensor, accepted_idx: torch.Tensor, width: int, tree_size: int, lengths: Optional[torch.Tensor] = None
 ) -> torch.Tensor:

@@ -40,7 +40,7 @@ from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, build_
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
 from sglang.srt.speculative.ddtree.tree_round import (
-    draft_server_args, move_accepted_kv, paged_keep_slots, path_features,
+    draft_server_args, free_past_kept_pages, move_accepted_kv, path_features,
 )
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
@@ -104,10 +104,9 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
 
         cache_loc_2d = batch.out_cache_loc.view(bs, width).to(torch.int64)
         move_accepted_kv(self.slot_mover, accepted_idx, accept_len, cache_loc_2d, n)
-        offsets = torch.arange(width, device=device)[None, :]
-        held = paged_keep_slots(batch.seq_lens, commit_lens, width, page_size)
-        batch.token_to_kv_pool_allocator.free(batch.out_cache_loc.view(bs, width)[offsets >= held[:, None]])
-        batch.out_cache_loc = batch.out_cache_loc.view(bs, width)[offsets < commit_lens[:, None]]
+        slots = batch.out_cache_loc.view(bs, width)
+        free_past_kept_pages(batch.token_to_kv_pool_allocator, slots, batch.seq_lens, commit_lens, page_size)
+        batch.out_cache_loc = slots[torch.arange(width, device=device)[None, :] < commit_lens[:, None]]
         for req, n in zip(batch.reqs, commit_lens_cpu, strict=True):
             req.kv_committed_len += n
             req.kv_allocated_len = req.kv_committed_len
@@ -230,10 +229,8 @@ class DDTreeWorkerV1(DFlashWorker):
         # DFlash allocated `block` slots per request for its chain; the tree takes its own width.
         # The page that holds the prefix's last token stays (a paged free takes whole pages); the
         # tree's allocation extends from it as the chain's did.
-        chain_slots = batch.out_cache_loc.view(bs, self.block_size)
-        held = paged_keep_slots(batch.seq_lens, torch.zeros_like(batch.seq_lens), self.block_size, self.page_size)
-        offsets = torch.arange(self.block_size, device=chain_slots.device)[None, :]
-        batch.token_to_kv_pool_allocator.free(chain_slots[offsets >= held[:, None]])
+        free_past_kept_pages(batch.token_to_kv_pool_allocator, batch.out_cache_loc.view(bs, self.block_size),
+                             batch.seq_lens, torch.zeros_like(batch.seq_lens), self.page_size)
         verify_input.prepare_for_verify(batch, self.page_size)
         batch.spec_info = verify_input
 

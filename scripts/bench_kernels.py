@@ -307,8 +307,10 @@ POSTERIOR_CASES = {
 
 
 def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positions: torch.Tensor,
-                   penalise: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, Callable[[], torch.Tensor]]:
-    """The runtime (one program per node) and split (program per row and block) kernels on one case."""
+                   penalise: Callable[[torch.Tensor], torch.Tensor]
+                   ) -> tuple[dict[str, Callable[[], torch.Tensor]], Callable[[], tuple[torch.Tensor, ...]]]:
+    """The runtime (one program per node) and split (program per row and block) kernels on one case,
+    and the untimed torch reference: (its tokens, the logits it sampled from, the temperatures)."""
     t, k, p, mp, penalised = case
     bs, dev = logits.shape[0], logits.device
     params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
@@ -319,9 +321,11 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
         x = penalise(logits) if penalised else logits
         return kernel(x, *params, seed, min_p=min_p, positions=positions)
 
-    return {"runtime": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split),
-            "reference": lambda: run(posterior_tokens_torch),
-            "inputs": lambda: (penalise(logits) if penalised else logits, params[0])}
+    def reference() -> tuple[torch.Tensor, ...]:
+        x = penalise(logits) if penalised else logits
+        return posterior_tokens_torch(x, *params, seed, min_p=min_p, positions=positions), x, params[0]
+
+    return {"runtime": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}, reference
 
 
 def boundary_draws(x: torch.Tensor, temperature: torch.Tensor, ref: torch.Tensor, got: torch.Tensor,
@@ -365,7 +369,7 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
             records.append({"batch": bs, "rows": rows, "logits": shape, "case": "torch argmax", "us": argmax})
             table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", ""])
             for name, case in POSTERIOR_CASES.items():
-                fns = _posterior_fns(logits, case, seed, positions, penalise)
+                fns, reference = _posterior_fns(logits, case, seed, positions, penalise)
                 expected = fns["runtime"]()
                 try:
                     split = fns["split"]()
@@ -380,15 +384,12 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                     table.append([str(bs), shape, name, _cell(t["runtime"]), "FAILED", "", ""])
                     continue
                 if not same:  # which kernel left the torch reference, how often, and whether only at boundaries
-                    ref = fns.pop("reference")()
-                    x, temp = fns["inputs"]()
+                    ref, x, temp = reference()
                     off = {k: boundary_draws(x, temp, ref, v) for k, v in (("runtime", expected), ("split", split))}
                     split_errors.append(
                         f"batch {bs}, {shape}, {name}: the split kernel drew other tokens (of {bs * rows} draws, "
                         + ", ".join(f"{k} {n} != torch reference, {near} of them at a CDF boundary"
                                     for k, (n, near) in off.items()) + ")")
-                fns.pop("reference", None)
-                fns.pop("inputs", None)
                 t = timer.measure(fns)
                 ratio = t["runtime"]["median"] / t["split"]["median"]
                 records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "runtime_us": t["runtime"],

@@ -47,3 +47,20 @@ def test_homogeneity_passes_the_same_law_and_fails_a_3_percent_bias():
     p_same, _ = check.homogeneity(plain, _offchain_draws(20000, rng), threshold)
     p_biased, _ = check.homogeneity(plain, _offchain_draws(20000, rng, moved=0.03), threshold)
     assert p_same > threshold and p_biased < threshold
+
+
+def test_power_is_stated_for_a_3_percent_shift_and_that_shift_is_found():
+    """The stated power (TV 0.03 moved towards the likelier coarse bins) is high on the off-chain shape
+    at 20k draws, and such a shift is in fact detected: a sampler that emits the rule token 3 % more."""
+    rng = random.Random(1)
+    threshold = 1e-3 / 20
+    plain = _offchain_draws(20000, rng)
+    shifted = [7 if rng.random() < 0.03 / 0.213 and t != 7 else t for t in _offchain_draws(20000, rng)]
+    p, power = check.homogeneity(plain, shifted, threshold)
+    assert power > 0.8
+    assert p < threshold
+
+
+def test_tv_power_grows_with_the_sample():
+    p = [0.787] + [0.213 / 4] * 4
+    assert check.tv_power(p, 2000, 2000, 5e-5) < check.tv_power(p, 20000, 20000, 5e-5) < 1.0

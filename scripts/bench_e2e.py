@@ -104,18 +104,24 @@ def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
     return target, draft
 
 
-def big_configs(root: Path, pair: Path) -> list[dict]:
+def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",)) -> list[dict]:
+    """DFLASH and DDTREE on the 8B shape, per attention backend (names `8b_dflash`, `8b_ddtree` on
+    triton; `8b_dflash_<backend>`, `8b_ddtree_<backend>` on the others)."""
     target, draft = write_big_shape(root, pair)
     # no detokenizing: a random 8B model emits ids far beyond the borrowed tokenizer's 4096
     spec = dict(speculative_draft_model_path=str(draft), load_format="dummy", skip_tokenizer_init=True)
-    out = [{"name": "8b_dflash", "algo": "DFLASH", "budget": None,
-            "extra": dict(spec, speculative_algorithm="DFLASH")},
-           {"name": "8b_ddtree", "algo": "DDTREE", "budget": BIG_BLOCK - 1,
-            "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=BIG_BLOCK - 1)}]
-    for c in out:
-        c["engine"] = engine_kwargs(str(target), str(target), max_bs=max(BIG_BATCHES), tokens=40000,
-                                    extra=c.pop("extra"))
-        c["phase"] = "big"
+    out = []
+    for backend in backends:
+        tail = "" if backend == "triton" else f"_{backend}"
+        pair_cfgs = [{"name": f"8b_dflash{tail}", "algo": "DFLASH", "budget": None,
+                      "extra": dict(spec, speculative_algorithm="DFLASH")},
+                     {"name": f"8b_ddtree{tail}", "algo": "DDTREE", "budget": BIG_BLOCK - 1,
+                      "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=BIG_BLOCK - 1)}]
+        for c in pair_cfgs:
+            c["engine"] = engine_kwargs(str(target), str(target), max_bs=max(BIG_BATCHES), tokens=40000,
+                                        extra=dict(c.pop("extra"), attention_backend=backend))
+            c["phase"], c["backend"] = "big", backend
+        out += pair_cfgs
     return out
 
 
@@ -294,7 +300,7 @@ class Bench:
                 self.call(n, {"id": "warm", "prompts": self.prompts[:b], "temperature": 0, "max_new": 8})
         for rep in range(self.a.big_repeats):
             for b in BIG_BATCHES:
-                for n in names[rep % 2:] + names[:rep % 2]:
+                for n in names[rep % len(names):] + names[:rep % len(names)]:
                     if self.left() < 15:
                         return False
                     pre = self.call(n, {"id": "prefill", "prompts": self.prompts[:b], "temperature": 0, "max_new": 1})
@@ -303,6 +309,7 @@ class Bench:
                     if pre is None or full is None or not max(full["verify_ct"]):
                         continue
                     self.records.append({"phase": "big", "config": n, "algo": cfg[n]["algo"], "batch": b,
+                                         "backend": cfg[n].get("backend", "triton"),
                                          "repeat": rep, "seconds": full["seconds"], "prefill_seconds": pre["seconds"],
                                          "rounds": max(full["verify_ct"]), "tokens": full["completion_tokens"],
                                          "verify_ct": full["verify_ct"]})
@@ -377,6 +384,8 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--big-max-new", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--big-backends", nargs="+", default=["triton"], choices=["triton", "flashinfer"],
+                    help="attention backends of the 8B-shape phase (each gets its DFLASH and DDTREE engine)")
     ap.add_argument("--phases", default="pair0,pair1,big",
                     help="comma list, run in this order: pair0 (trained pair, T=0), pair1 (T=1), big (8B shape)")
     ap.add_argument("--worker", type=Path, default=HERE / "bench_worker.py",
@@ -399,7 +408,7 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
     cfgs = (pair_configs(a.pair) if {"pair0", "pair1"} & set(wanted) else []) + \
-        (big_configs(a.work / "big-shape", a.pair) if "big" in wanted else [])
+        (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends)) if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)
     bench = Bench(a, workers, prompts, log)

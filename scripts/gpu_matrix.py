@@ -1,7 +1,7 @@
 """The DDTree GPU check matrix: run every engine configuration, compare with plain decoding, summarise.
 
 usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
-                            [--tp-size N] [--page-size N]
+                            [--tp-size N] [--page-size N] [--attention-backend triton|flashinfer]
 
 Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
 `offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
@@ -45,13 +45,16 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
 SUITES = ("base", "offchain")
 
 
-def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1) -> list[dict]:
-    """Every engine of the suites; with `tp_size` > 1 or `page_size` > 1 all of them (plain references
+def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1,
+            attention_backend: str = "triton") -> list[dict]:
+    """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend all of them (plain references
     included) run with that --tp-size / --page-size, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
     and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md)."""
     out = (base_configs() if "base" in suites else []) + (offchain_configs() if "offchain" in suites else [])
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
+    if attention_backend != "triton":
+        extra["attention_backend"] = attention_backend
     if extra:
         out = [dict(c, engine={**c.get("engine", {}), **extra}) for c in out]
     return [with_own_ports(c, i) for i, c in enumerate(out)]
@@ -260,11 +263,13 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=480)
     ap.add_argument("--tp-size", type=int, default=1, help="--tp-size of every engine (needs that many GPUs)")
     ap.add_argument("--page-size", type=int, default=1, help="--page-size of every engine (KV tokens per page)")
+    ap.add_argument("--attention-backend", default="triton", choices=["triton", "flashinfer"],
+                    help="--attention-backend of every engine, plain references included")
     a = ap.parse_args()
     deadline = time.time() + a.deadline_s
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size)
+    cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size, a.attention_backend)
     if a.only:
         models = {c["model"] for c in cfgs if c["name"] in a.only}
         cfgs = [c for c in cfgs if c["name"] in a.only

@@ -136,6 +136,30 @@ def test_big_shape_configs_have_equal_verify_width(tmp_path: Path) -> None:
     assert d["engine"]["load_format"] == "dummy" and t["engine"]["cuda_graph_max_bs_decode"] == 64
 
 
+def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path) -> None:
+    """--big-backends triton flashinfer: one DFLASH and one DDTREE engine per backend, and the report
+    keeps each backend's ratios (and its goal line) apart."""
+    pair = tmp_path / "pair"
+    (pair / "target").mkdir(parents=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (pair / "target" / f).write_text("{}")
+    cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton", "flashinfer"))
+    assert [(c["name"], c["engine"]["attention_backend"]) for c in cfgs] == [
+        ("8b_dflash", "triton"), ("8b_ddtree", "triton"),
+        ("8b_dflash_flashinfer", "flashinfer"), ("8b_ddtree_flashinfer", "flashinfer")]
+
+    def rec(algo, backend, seconds):
+        return {"phase": "big", "config": algo, "algo": algo, "batch": 8, "repeat": 0, "backend": backend,
+                "seconds": seconds, "prefill_seconds": 0.0, "rounds": 10, "tokens": [64], "verify_ct": [10]}
+
+    rows = bench_report.big_rows([rec("DFLASH", "flashinfer", 0.1), rec("DDTREE", "flashinfer", 0.2),
+                                  rec("DFLASH", "triton", 0.1), rec("DDTREE", "triton", 0.1)])
+    assert [(r["backend"], r["ratio"]) for r in rows] == [("triton", [1.0]), ("flashinfer", [2.0])]
+    lines = bench_report.goals([], rows)
+    assert any("(triton attention): worst 1.00" in x and "PASS" in x for x in lines)
+    assert any("(flashinfer attention): worst 2.00" in x and "MISS" in x for x in lines)
+
+
 @pytest.mark.parametrize("missing", ["manifest.json", "draft/model.safetensors"])
 def test_missing_pair_fails_loudly(tmp_path: Path, missing: str, monkeypatch) -> None:
     for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):

@@ -1,4 +1,4 @@
-"""The GPU matrix at --tp-size N (issue 15's 2-GPU run) or --page-size N (issue 14): every engine, plain
+"""The GPU matrix at --tp-size N (issue 15's 2-GPU run), --page-size N or --attention-backend (issue 14): every engine, plain
 references included, gets that setting, so DDTREE is compared with plain decoding on the same sharding
 or page layout."""
 
@@ -15,7 +15,7 @@ import gpu_engine_run  # noqa: E402
 import gpu_matrix  # noqa: E402
 
 
-@pytest.mark.parametrize("setting, value", [("tp_size", 2), ("page_size", 16)])
+@pytest.mark.parametrize("setting, value", [("tp_size", 2), ("page_size", 16), ("attention_backend", "flashinfer")])
 def test_setting_reaches_every_engine_and_keeps_its_ports(setting: str, value: int) -> None:
     one, other = gpu_matrix.configs(), gpu_matrix.configs(**{setting: value})
     assert [c["name"] for c in one] == [c["name"] for c in other]

@@ -146,8 +146,23 @@ def record_line(name: str, data: bytes) -> str:
     return f"{name},sha256={digest},{len(data)}"
 
 
-def slim_wheel(src: Path, outdir: Path, seeds: list[str]) -> tuple[Path, list[str]]:
-    """Write the slimmed copy of src into outdir; return its path and summary lines."""
+def aot_modules(cache: Path, names: list[str]) -> dict[str, bytes]:
+    """Compiled JIT modules (cache/NAME/NAME.so, FlashInfer's cached_ops layout) as wheel members
+    under data/aot/, where FlashInfer loads a module instead of compiling it (jit/core.py is_aot)."""
+    out = {}
+    for name in names:
+        so = cache / name / f"{name}.so"
+        if not so.is_file():
+            raise SystemExit(f"no compiled module {so}")
+        out[f"{DATA}aot/{name}/{name}.so"] = so.read_bytes()
+    return out
+
+
+def slim_wheel(src: Path, outdir: Path, seeds: list[str], aot: dict[str, bytes] | None = None,
+               generator_inputs_only: bool = False) -> tuple[Path, list[str]]:
+    """Write the slimmed copy of src into outdir (plus the `aot` members); return its path and
+    summary lines. generator_inputs_only: keep the seed files alone, not the headers they include
+    (the module generators read the seeds; with no headers only the AOT modules can load)."""
     with zipfile.ZipFile(src) as zin:
         infos = [i for i in zin.infolist() if not i.is_dir()]
         files = {i.filename: zin.read(i) for i in infos}
@@ -156,7 +171,11 @@ def slim_wheel(src: Path, outdir: Path, seeds: list[str]) -> tuple[Path, list[st
         raise SystemExit(f"{src.name} lacks data/csrc/{missing}: this FlashInfer is not the one SEEDS was read from")
     ver = re.match(r"flashinfer_python-([^-]+)-", src.name).group(1)  # type: ignore[union-attr]
     slim = f"{ver}+slim"
-    reached, notes = data_closure(files, seeds)
+    if generator_inputs_only:  # the generators read these even when they then load an AOT module
+        reached, notes = {DATA + "csrc/" + n for n in seeds}, []
+    else:
+        reached, notes = data_closure(files, seeds)
+    aot = aot or {}
 
     def keep(name: str) -> bool:
         if not name.startswith(DATA) or name in reached:
@@ -170,7 +189,8 @@ def slim_wheel(src: Path, outdir: Path, seeds: list[str]) -> tuple[Path, list[st
         area = "/".join(n[len(DATA):].split("/")[:1])
         areas[area] = areas.get(area, 0) + 1
     note = (f"flashinfer_python {ver} slimmed by ddtree-patch scripts/gpurig_flashinfer.py: of data/ only the "
-            f"#include closure of data/csrc/{{{','.join(seeds)}}} is kept ({areas}).\n").encode()
+            f"#include closure of data/csrc/{{{','.join(seeds)}}} is kept ({areas}); compiled modules in "
+            f"data/aot: {sorted(n.split('/')[-1] for n in aot)}.\n").encode()
     out = outdir / src.name.replace(f"-{ver}-", f"-{slim}-")
     records: list[str] = []
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
@@ -183,6 +203,8 @@ def slim_wheel(src: Path, outdir: Path, seeds: list[str]) -> tuple[Path, list[st
         for info in (i for i in kept if not i.filename.startswith(old_di)):
             put(info.filename, files[info.filename], info)
         put(DATA + "SLIMMED.txt", note, None)
+        for name, data in sorted(aot.items()):
+            put(name, data, None)
         for info in (i for i in kept if i.filename.startswith(old_di)):  # dist-info last
             data = files[info.filename]
             if info.filename.endswith("/METADATA"):
@@ -191,7 +213,8 @@ def slim_wheel(src: Path, outdir: Path, seeds: list[str]) -> tuple[Path, list[st
         records.append(f"{new_di}RECORD,,")
         zout.writestr(new_di + "RECORD", "\n".join(records) + "\n")
     lines = [f"{out.name}: {out.stat().st_size} bytes (from {src.stat().st_size}); kept {len(kept)} of "
-             f"{len(infos)} files; data/ closure by area: {dict(sorted(areas.items()))}"] + notes
+             f"{len(infos)} files; data/ closure by area: {dict(sorted(areas.items()))}; "
+             f"{len(aot)} AOT modules ({sum(map(len, aot.values()))} bytes before compression)"] + notes
     return out, lines
 
 
@@ -208,6 +231,13 @@ def main() -> int:
                     help="bytes reserved for the checkout (%(default)s)")
     ap.add_argument("--seed", action="append", default=[], metavar="CSRC_FILE",
                     help="one more data/csrc file whose #include closure to keep (repeatable)")
+    ap.add_argument("--aot", type=Path, metavar="CACHED_OPS",
+                    help="a FlashInfer JIT cache's cached_ops folder: put its --module .so files into the wheel's "
+                         "data/aot, so the GPU machine loads them instead of compiling")
+    ap.add_argument("--module", action="append", default=[], help="module name under --aot (repeatable)")
+    ap.add_argument("--no-headers", action="store_true",
+                    help="keep only the data/csrc files the module generators read, not the headers they include "
+                         "(then only the --aot modules can load; nothing compiles)")
     ap.add_argument("--dry-run", action="store_true", help="report sizes, change nothing")
     args = ap.parse_args()
     bundle: Path = args.bundle.resolve()
@@ -218,7 +248,10 @@ def main() -> int:
     if f"-{version}-" not in src.name:
         raise SystemExit(f"{src.name} is not flashinfer_python {version} (the sglang pin)")
     with tempfile.TemporaryDirectory(prefix="gpurig-fi-") as tmp:
-        out, summary = slim_wheel(src, Path(tmp), [*SEEDS, *args.seed])
+        if args.module and not args.aot:
+            raise SystemExit("--module needs --aot")
+        aot = aot_modules(args.aot, args.module) if args.aot else {}
+        out, summary = slim_wheel(src, Path(tmp), [*SEEDS, *args.seed], aot, generator_inputs_only=args.no_headers)
         print("\n".join(summary))
         old = sorted((bundle / "whl").glob("flashinfer_python-*.whl"))
         stub = bundle / "stubs" / "flashinfer"

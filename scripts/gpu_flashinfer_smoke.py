@@ -3,9 +3,12 @@ flashinfer attention backend uses, on its module settings (bf16, head dims 64 an
 plain-torch attention. Seconds instead of an engine's minute, so a broken bundle fails before the
 matrix starts.
 
-usage (GPU machine, bundle installed): python scripts/gpu_flashinfer_smoke.py
+usage (GPU machine, bundle installed): python scripts/gpu_flashinfer_smoke.py [HEAD_DIM ...]  (default 64 128;
+only the head dims whose modules the bundle holds)
 Checks: ragged prefill, causal (backend auto -> fa3 on sm90); paged prefill with a custom mask
-(fa2, the tree verify's path); paged decode (fa2; tensor cores at GQA group >= 4, as SGLang).
+(fa2, the tree verify's path); paged decode (fa2; tensor cores at GQA group >= 4, as SGLang);
+sgl_kernel's rmsnorm and fused_add_rmsnorm and top-k renorm, which call FlashInfer's once it imports
+(the first H200 run with a FlashInfer bundle failed there, in every engine).
 """
 
 from __future__ import annotations
@@ -24,13 +27,41 @@ def reference(q, k, v, mask):
     return torch.einsum("hnm,mhd->nhd", s.softmax(-1), v)
 
 
+def kernel_delegates(dev: str) -> list[str]:
+    """sgl_kernel ops that hand over to FlashInfer when it imports, against torch; failed names."""
+    import sgl_kernel
+
+    bad = []
+    x = torch.randn(5, 256, device=dev, dtype=torch.bfloat16)
+    w = torch.rand(256, device=dev, dtype=torch.bfloat16) + 0.5
+    r = torch.randn_like(x)
+
+    def rms(t):
+        t = t.float()
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+
+    got = sgl_kernel.rmsnorm(x, w, 1e-6)
+    xs, rs = x.clone(), r.clone()
+    sgl_kernel.fused_add_rmsnorm(xs, rs, w, 1e-6)
+    probs = torch.softmax(torch.randn(3, 1000, device=dev), -1)
+    kept = (sgl_kernel.top_k_renorm_prob(probs, torch.full((3,), 10, device=dev, dtype=torch.int32)) > 0).sum(-1)
+    checks = {"rmsnorm": (got.float() - rms(x)).abs().max().item() < 5e-2,
+              "fused_add_rmsnorm": (xs.float() - rms(x.float() + r.float())).abs().max().item() < 5e-2,
+              "top_k_renorm_prob": bool((kept == 10).all())}
+    for name, ok in checks.items():
+        print(f"[flashinfer] sgl_kernel.{name}: {'ok' if ok else 'WRONG'}", flush=True)
+        bad += [] if ok else [name]
+    return bad
+
+
 def main() -> int:
     import flashinfer
 
     dev, bf = "cuda", torch.bfloat16
     ws = torch.empty(128 << 20, dtype=torch.uint8, device=dev)
     bad = []
-    for heads, kv_heads, dim in ((4, 2, 64), (32, 8, 128)):
+    dims = [int(x) for x in sys.argv[1:]] or [64, 128]
+    for heads, kv_heads, dim in [s for s in ((4, 2, 64), (32, 8, 128)) if s[2] in dims]:
         torch.manual_seed(dim)
         n, m = 9, 23  # 9 queries over 23 keys (14 prefix + 9 new)
         q = torch.randn(n, heads, dim, device=dev, dtype=bf)
@@ -65,6 +96,7 @@ def main() -> int:
             bad += [] if ok else [f"{name} d{dim}"]
             print(f"[flashinfer] {name:18s} heads {heads}/{kv_heads} dim {dim}: max |err| {err:.4f} "
                   f"{'ok' if ok else 'WRONG'}", flush=True)
+    bad += kernel_delegates(dev)
     print(f"[flashinfer] {flashinfer.__version__}: {'all ok' if not bad else 'FAILED ' + ', '.join(bad)}")
     return 1 if bad else 0
 

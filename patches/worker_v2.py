@@ -60,14 +60,14 @@ from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_captur
 from sglang.srt.speculative.ddtree.kernels import accept_walk
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
-from sglang.srt.speculative.ddtree.tp_draft import build_draft_tree
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
     draft_vocab_logits,
     move_accepted_kv,
     path_features,
 )
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix, pad_tree
+from sglang.srt.speculative.ddtree.tree_stage import TreeStage
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -162,6 +162,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
         self._slot_mover: SlotMover | None = None  # built on first use: the pool exists by then
+        self._tree_stage_instance: TreeStage | None = None
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
             self.budget, self.topk, self.block_size, self.verify_width,
@@ -220,11 +221,13 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         prefix_lens = batch.seq_lens
         bound_cpu = self._prefix_lens_bound_cpu(batch, draft_input)
 
-        draft_logits = self._draft_logits(batch, draft_input, bound_cpu)
-        lm_head = self.target_worker.model_runner.model.lm_head
-        tree = build_draft_tree(draft_logits, lm_head, self.budget, self.topk)  # identical on every TP rank
-        nodes_first_child, nodes_next_sibling = tree.first_child, tree.next_sibling
-        tree = pad_tree(tree, self.verify_width)
+        stage = self._tree_stage()
+        if stage.graphed:
+            staged = stage(self._draft_features(batch, draft_input, bound_cpu))
+        else:
+            staged = stage.from_logits(self._draft_logits(batch, draft_input, bound_cpu))
+        nodes_first_child, nodes_next_sibling = staged.tree.first_child, staged.tree.next_sibling
+        tree = staged.padded
         seed = self._seed_tokens(draft_input)
         verify_input = DDTreeVerifyInput.from_tree(
             tree, seed, prefix_lens, int(bound_cpu.sum()),
@@ -304,9 +307,23 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         positions = start.to(torch.int64)[:, None] + self._width_offsets[:width]
         return req_to_token[batch.req_pool_indices.to(torch.int64)[:, None], positions].to(torch.int64)
 
+    def _tree_stage(self) -> TreeStage:
+        if self._tree_stage_instance is None:  # the target model exists by the first round
+            self._tree_stage_instance = TreeStage(
+                self.target_worker.model_runner.model.lm_head, self.budget, self.topk, self.verify_width,
+                graphs=TreeStage.wanted(),
+            )
+        return self._tree_stage_instance
+
     def _draft_logits(self, batch, draft_input, bound_cpu: torch.Tensor) -> torch.Tensor:
-        """DFlash's draft forward over `[bonus, MASK...]`; returns logits [bs, block-1, V_shard]
-        (V_shard: this rank's lm_head shard, the whole vocabulary at TP=1)."""
+        """Draft logits [bs, block-1, V_shard] (V_shard: this rank's lm_head shard, the whole
+        vocabulary at TP=1)."""
+        return draft_vocab_logits(self._draft_features(batch, draft_input, bound_cpu),
+                                  self.target_worker.model_runner.model.lm_head)
+
+    def _draft_features(self, batch, draft_input, bound_cpu: torch.Tensor) -> torch.Tensor:
+        """DFlash's draft forward over `[bonus, MASK...]`; returns the features [bs, block-1, H] the
+        draft head turns into logits."""
         if self.use_compact_draft_cache:
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
         bs = len(batch.seq_lens)
@@ -344,7 +361,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         hidden = draft_out.logits_output.hidden_states
         if hidden is None:
             raise RuntimeError("DDTREE: the DFlash draft model returned no hidden states.")
-        return draft_vocab_logits(hidden.view(bs, block, -1)[:, 1:, :], target_model.lm_head)
+        return hidden.view(bs, block, -1)[:, 1:, :]
 
     def _verify(self, batch, verify_input, cache_loc_2d, bound_cpu):
         """One target forward over the tree; returns (logits output, ran as a CUDA graph)."""

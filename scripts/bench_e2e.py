@@ -65,13 +65,19 @@ def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra
     return kw
 
 
-def pair_configs(pair: Path) -> list[dict]:
+def pair_configs(pair: Path, graph_stage_budgets: tuple[int, ...] = ()) -> list[dict]:
+    """plain, DFLASH, DDTREE per budget; plus, per `graph_stage_budgets`, DDTREE with its tree stage
+    replayed from a CUDA graph (variant "graph": DDTREE_GRAPH_TREE_STAGE=1 in that engine)."""
     t, d = str(pair / "target"), str(pair / "draft")
     spec = dict(speculative_draft_model_path=d)
     out = [{"name": "plain", "algo": "plain", "budget": None, "extra": {}},
            {"name": "dflash", "algo": "DFLASH", "budget": None, "extra": dict(spec, speculative_algorithm="DFLASH")}]
     out += [{"name": f"ddtree_b{b}", "algo": "DDTREE", "budget": b,
              "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)} for b in BUDGETS]
+    out += [{"name": f"ddtree_b{b}_graph", "algo": "DDTREE", "budget": b, "variant": "graph",
+             "env": {"DDTREE_GRAPH_TREE_STAGE": "1"},
+             "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)}
+            for b in graph_stage_budgets]
     for c in out:
         c["engine"] = engine_kwargs(t, t, max_bs=max(BATCHES), tokens=65536, extra=c.pop("extra"))
         c["phase"] = "pair"
@@ -135,7 +141,7 @@ class Worker:
         self.log = work / f"{self.name}.log"
         r, w = os.pipe()
         self.fd = r
-        self.proc = subprocess.Popen([sys.executable, str(script), str(path), str(w)],
+        self.proc = subprocess.Popen([sys.executable, str(script), str(path), str(w)], env=dict(os.environ, **cfg.get("env", {})),
                                      stdin=subprocess.PIPE, stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
                                      pass_fds=(w,), start_new_session=True, text=True)
         os.close(w)
@@ -278,7 +284,8 @@ class Bench:
                     if res.get("output_ids") is not None:
                         ids[(n, b)] = res["output_ids"]
                     self.records.append({"phase": "pair", "config": n, "algo": cfg[n]["algo"],
-                                         "budget": cfg[n]["budget"], "batch": b, "temperature": temperature,
+                                         "budget": cfg[n]["budget"], "variant": cfg[n].get("variant"),
+                                         "batch": b, "temperature": temperature,
                                          "repeat": rep, "seconds": res["seconds"],
                                          "tokens": res["completion_tokens"], "verify_ct": res["verify_ct"]})
             self.log(f"[pair T={temperature:g}] repeat {rep + 1}/{self.a.repeats} done, {self.left():.0f} s left")
@@ -384,6 +391,9 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--big-max-new", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--graph-stage-budgets", nargs="*", type=int, default=[],
+                    help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=1 (the tree stage as a "
+                         "CUDA graph), beside the eager ones")
     ap.add_argument("--big-backends", nargs="+", default=["triton"], choices=["triton", "flashinfer"],
                     help="attention backends of the 8B-shape phase (each gets its DFLASH and DDTREE engine)")
     ap.add_argument("--phases", default="pair0,pair1,big",
@@ -407,7 +417,7 @@ def main() -> None:
         raise SystemExit("--repeats and --big-repeats must be >= 1")
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
-    cfgs = (pair_configs(a.pair) if {"pair0", "pair1"} & set(wanted) else []) + \
+    cfgs = (pair_configs(a.pair, tuple(a.graph_stage_budgets)) if {"pair0", "pair1"} & set(wanted) else []) + \
         (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends)) if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)

@@ -73,7 +73,7 @@ def pair_rows(records: list[dict]) -> list[dict]:
         same = [r["same_as_plain"] for r in recs if r.get("same_as_plain") is not None]
         rows.append({
             "temperature": temp, "batch": batch, "config": config, "algo": recs[0]["algo"],
-            "budget": recs[0].get("budget"), "repeats": len(recs),
+            "budget": recs[0].get("budget"), "variant": recs[0].get("variant"), "repeats": len(recs),
             "accept": accept, "tok_s": [tokens_per_s(r) for r in recs],
             "vs_plain": paired_ratios(recs, plain, tokens_per_s) if config != "plain" else [],
             "vs_dflash": paired_ratios(recs, dflash, tokens_per_s) if recs[0]["algo"] == "DDTREE" else [],
@@ -108,7 +108,7 @@ def big_rows(records: list[dict]) -> list[dict]:
 def goals(prows: list[dict], brows: list[dict]) -> list[str]:
     """The issue's three goals, each PASS / MISS / NOT MEASURED with the numbers behind it."""
     out = []
-    t0 = [r for r in prows if r["temperature"] == 0]
+    t0 = [r for r in prows if r["temperature"] == 0 and not r.get("variant")]  # the goals are the default runtime's
     d = {r["batch"]: r for r in t0 if r["algo"] == "DFLASH"}
     b32 = {r["batch"]: r for r in t0 if r["algo"] == "DDTREE" and r["budget"] == 32}
     ratios = [statistics.median(b32[b]["accept"]) / statistics.median(d[b]["accept"])
@@ -218,7 +218,8 @@ def write(out_dir: Path, meta: dict, records: list[dict]) -> Path:
     """docs-style markdown + plots into out_dir; returns the markdown path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     prows, brows = pair_rows(records), big_rows(records)
-    pngs = plots(prows, out_dir) if prows else []
+    default_rows = [r for r in prows if not r.get("variant")]  # variants are in the tables, not the plots
+    pngs = plots(default_rows, out_dir) if default_rows else []
     lines = ["# End-to-end benchmark: plain / DFLASH / DDTREE on a trained pair and an 8B-shape target", "",
              f"Machine: {meta['machine']}. SGLang {meta['sglang']} (gpurig bundle) patched by "
              "`python -m ddtree_patch apply`; torch " + meta["torch"] + ".", "",

@@ -185,6 +185,9 @@ CAPTURE = (
            "            and not runner.is_draft_worker\n", "", ("tests/test_graph_capture.py",)),
     Mutant("an input's own mask is replaced", "patches/graph_capture.py",
            '            and getattr(spec_info, "custom_mask", None) is None\n', "", ("tests/test_graph_capture.py",)),
+    Mutant("the graphed tree stage replays on the first round's features", "patches/tree_stage.py",
+           "        entry.features.copy_(features)\n", "",
+           ("tests/test_ddtree_round.py::test_graph_replayed_tree_stage_gives_the_eager_rounds",)),
 )
 
 # Triton paths, interpreted on a CPU against their torch references (slower: one selection each).

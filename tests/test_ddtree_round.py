@@ -29,17 +29,18 @@ def stub_site(tmp_path_factory) -> Path:
 
 
 CASES = [(0, 0), (1, 1), (7, 7), (8, 2), (32, 32)]
+GRAPH_CASES = [(8, 2), (32, 32)]  # the same rounds with the tree stage replayed from a (stand-in) graph
 
 
 @pytest.fixture(scope="module")
 def round_results(stub_site) -> dict:
     env = dict(os.environ, PYTHONPATH=str(stub_site))
-    cases = [f"{b}:{k}" for b, k in CASES]
+    cases = [f"{b}:{k}" for b, k in CASES] + [f"{b}:{k}:1" for b, k in GRAPH_CASES]
     proc = subprocess.run([sys.executable, str(REPO / "tests/round_harness/drive_round.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return {(r["budget"], r["topk"]): r for r in results}
+    return {(r["budget"], r["topk"]) + ((True,) if r["graph"] else ()): r for r in results}
 
 
 @pytest.mark.parametrize("budget, topk", CASES)
@@ -52,6 +53,17 @@ def test_round_commits_the_path_and_matches_greedy(round_results, budget, topk):
         assert result["tokens_per_round"] > 1.0
     if budget >= 7:  # room for second-ranked children: some accepted paths leave the first-child chain
         assert result["rounds_with_off_chain_paths"] > 0, result
+
+
+@pytest.mark.parametrize("budget, topk", GRAPH_CASES)
+def test_graph_replayed_tree_stage_gives_the_eager_rounds(round_results, budget, topk):
+    """DDTREE_GRAPH_TREE_STAGE's path: one capture for the batch size, a replay every round, and the
+    rounds (tokens, commits, off-chain paths, acceptance) exactly the eager ones."""
+    eager, graphed = round_results[(budget, topk)], round_results[(budget, topk, True)]
+    assert graphed["graph_captures"] == 1 and graphed["graph_replays"] > 1, graphed
+    assert eager["graph_replays"] == 0
+    same = ("equal_to_greedy", "commit_ok", "rounds_with_off_chain_paths", "tokens_per_round")
+    assert {k: graphed[k] for k in same} == {k: eager[k] for k in same}
 
 
 def test_a_wider_tree_accepts_more(round_results):

@@ -3,7 +3,9 @@
 Run with the stub SGLang tree first on sys.path. The target's greedy next token is f(x) = x + 1
 (mod V) with 300 absorbing; the fake verify writes each node's token into its KV slot and returns
 the node token as its hidden feature, so the commit can be checked slot by slot.
-usage: python drive_round.py BUDGET:TOPK ...  -> one JSON line per case
+usage: python drive_round.py BUDGET:TOPK[:GRAPH] ...  -> one JSON line per case
+GRAPH=1 runs the tree stage through `TreeStage`'s graph path, on a replaying stand-in graph and an
+identity draft head (the draft features are the logits).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import types
 import torch
 
 from sglang.srt.speculative.ddtree import worker_v2
+from sglang.srt.speculative.ddtree.tree_stage import TreeStage
+from replaying_graph import ReplayingGraph  # beside this script
 
 V, G, BLOCK, BS, ROUNDS = 512, 300, 8, 3, 12
 
@@ -31,7 +35,7 @@ def greedy_chain(first: int, length: int) -> list[int]:
     return seq
 
 
-def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
+def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTreeWorkerV2:
     w = worker_v2.DDTreeWorkerV2.__new__(worker_v2.DDTreeWorkerV2)
     w.device, w.block_size, w.budget, w.topk = "cpu", BLOCK, budget, topk
     w.tree_size, w.verify_width = budget + 1, max(budget + 1, BLOCK)
@@ -40,6 +44,7 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
     w._node_sampler_instance, w._sampling_backend = None, None  # built on first use, as in a server
     w._width_offsets = torch.arange(w.verify_width)
     w._slot_mover = None
+    w._tree_stage_instance = None
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1
     w.model_runner = types.SimpleNamespace(req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token.view(BS, 4096)))
     w.kv = torch.full((BS * 4096 + 1,), -1, dtype=torch.int64)
@@ -79,6 +84,11 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
         return types.SimpleNamespace(next_token_logits=logits, hidden_states=tokens.reshape(-1, 1).float()), False
 
     w._draft_logits, w._verify = draft_logits, verify
+    if graph:  # the features are the logits and the head is the identity: the same trees, through the graph
+        lm_head.weight = torch.eye(V)
+        w._draft_features = draft_logits
+        w._tree_stage_instance = TreeStage(lm_head, budget, topk, w.verify_width, graphs=True,
+                                           graph_factory=ReplayingGraph)
     w._prefix_lens_bound_cpu = lambda batch, draft_input: batch.seq_lens.clone()
     w.draft_writes = []
     w._append_target_hidden_to_draft_kv_by_loc = lambda **kw: w.draft_writes.append(kw)
@@ -93,9 +103,10 @@ def make_worker(budget: int, topk: int) -> worker_v2.DDTreeWorkerV2:
     return w
 
 
-def main(budget: int, topk: int) -> None:
+def main(budget: int, topk: int, graph: int = 0) -> None:
     torch.get_device_module = lambda device: types.SimpleNamespace(current_stream=lambda: None)
-    w = make_worker(budget, topk)
+    w = make_worker(budget, topk, bool(graph))
+    ReplayingGraph.captures = ReplayingGraph.replays = 0
     prefix = torch.tensor([10, 20, 30])
     bonus = successor(torch.tensor([5, 290, 299]))
     outputs = [[int(b)] for b in bonus]
@@ -118,7 +129,9 @@ def main(budget: int, topk: int) -> None:
             outputs[i] += ids[i, :n].tolist()
         bonus, prefix = res.next_draft_input
     greedy = [greedy_chain(out[0], len(out)) for out in outputs]
-    print(json.dumps({"budget": budget, "topk": topk, "equal_to_greedy": outputs == greedy, "commit_ok": bool(commit_ok),
+    print(json.dumps({"budget": budget, "topk": topk, "graph": graph, "graph_captures": ReplayingGraph.captures,
+                      "graph_replays": ReplayingGraph.replays,
+                      "equal_to_greedy": outputs == greedy, "commit_ok": bool(commit_ok),
                       "rounds_with_off_chain_paths": moved,
                       "tokens_per_round": sum(len(o) - 1 for o in outputs) / (BS * ROUNDS)}))
 

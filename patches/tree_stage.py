@@ -1,0 +1,100 @@
+"""The round's tree stage, draft features -> draft head -> top-K / LSE -> tree -> tree padded to the
+verify width, optionally replayed from one CUDA graph per batch size.
+
+Eager, the stage is about 20 kernel launches (the head GEMM, the streaming top-K's two kernels, the
+tree build's, one fill and one copy per padded field); on a small target at batch 1 their host cost
+is a visible part of the round (issue 11: 711 us eager against 37 us as one graph replay for the
+DDTree stages on the gpurig's tiny model). Every kernel of the stage has fixed shapes per batch
+size and no host synchronisation (`tests/test_kernels_graph.py` captures them on the GPU).
+
+Opt-in (`DDTREE_GRAPH_TREE_STAGE=1`) until a GPU run has measured it and shown greedy output
+unchanged: graphs are used only on CUDA, with an unsharded lm_head (a sharded head merges its
+top-K with a collective), and each batch size is captured the first time it is seen.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, NamedTuple, Optional
+
+import torch
+
+from sglang.srt.speculative.ddtree.kernels import DraftTree
+from sglang.srt.speculative.ddtree.tp_draft import build_draft_tree, lm_head_shards
+from sglang.srt.speculative.ddtree.tree_round import draft_vocab_logits
+from sglang.srt.speculative.ddtree.tree_verify import pad_tree
+
+ENV = "DDTREE_GRAPH_TREE_STAGE"
+
+
+class StageOut(NamedTuple):
+    tree: DraftTree  # budget + 1 nodes: what the accept walk follows
+    padded: DraftTree  # widened to the verify width: what the verify input is built from
+
+
+class CudaGraph:
+    """torch's CUDA graph behind the two calls the stage needs (tests pass a stand-in)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.graph, self.pool = torch.cuda.CUDAGraph(), pool
+
+    def capture(self, fn: Callable[[torch.Tensor], StageOut], static: torch.Tensor) -> StageOut:
+        with torch.cuda.graph(self.graph, pool=self.pool):
+            return fn(static)
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+class _Entry(NamedTuple):
+    graph: Any
+    features: torch.Tensor  # the static input the graph reads
+    out: StageOut  # the graph's own output buffers
+
+
+class TreeStage:
+    """`stage(features)` -> StageOut; `stage.from_logits(logits)` is the same stage after the head.
+
+    Graph outputs are the graph's buffers, overwritten by the next replay of that batch size: the
+    round reads them before the next round's replay, and the stream orders the two.
+    """
+
+    def __init__(self, lm_head: Any, budget: int, topk: Optional[int], width: int, graphs: bool,
+                 graph_factory: Optional[Callable[[], Any]] = None) -> None:
+        self.lm_head, self.budget, self.topk, self.width = lm_head, budget, topk, width
+        self.graphed = bool(graphs) and lm_head_shards(lm_head) == 1
+        self._factory = graph_factory
+        self._entries: dict[tuple, _Entry] = {}
+
+    @staticmethod
+    def wanted() -> bool:
+        return os.environ.get(ENV, "") not in ("", "0")
+
+    def from_logits(self, logits: torch.Tensor) -> StageOut:
+        tree = build_draft_tree(logits, self.lm_head, self.budget, self.topk)  # identical on every TP rank
+        return StageOut(tree, pad_tree(tree, self.width))
+
+    def _run(self, features: torch.Tensor) -> StageOut:
+        return self.from_logits(draft_vocab_logits(features, self.lm_head))
+
+    def __call__(self, features: torch.Tensor) -> StageOut:
+        if not (self.graphed and (features.is_cuda or self._factory is not None)):
+            return self._run(features)
+        key = (tuple(features.shape), features.dtype)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._capture(features)
+            self._entries[key] = entry
+        entry.features.copy_(features)
+        entry.graph.replay()
+        return entry.out
+
+    def _capture(self, features: torch.Tensor) -> _Entry:
+        static = features.contiguous().clone()
+        self._run(static)  # compiles the Triton kernels outside the capture
+        if self._factory is None:
+            torch.cuda.synchronize(static.device)
+            pool = torch.cuda.graph_pool_handle()
+            self._factory = lambda: CudaGraph(pool)
+        graph = self._factory()
+        return _Entry(graph, static, graph.capture(self._run, static))

@@ -78,6 +78,7 @@ class TreeStage:
         return self.from_logits(draft_vocab_logits(features, self.lm_head))
 
     def __call__(self, features: torch.Tensor) -> StageOut:
+        # CUDA features, or any features when a stand-in graph was given (the CPU tests)
         if not (self.graphed and (features.is_cuda or self._factory is not None)):
             return self._run(features)
         key = (tuple(features.shape), features.dtype)

@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
 from kernels.path_penalties import Penalties, apply_path_penalties  # noqa: E402
-from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton  # noqa: E402
+from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
@@ -328,21 +328,47 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
     return {"runtime": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}, reference
 
 
+def cdf_eps(vocab: int) -> float:
+    """How far two float32 summation orders of a row's CDF can drift apart, with margin: a rounding
+    random walk of ~sqrt(V) steps of 2**-24 (half an ulp of 1), times 4 (1.1e-5 at V=2048, 9.3e-5
+    at V=151936), and never below 1e-5."""
+    return max(1e-5, 4 * vocab**0.5 * 2.0**-24)
+
+
 def boundary_draws(x: torch.Tensor, temperature: torch.Tensor, ref: torch.Tensor, got: torch.Tensor,
-                   eps: float = 1e-5) -> tuple[int, int]:
-    """(draws that differ from the reference, those of them at a CDF boundary): the float64 mass of
-    softmax(x / T) strictly between the two tokens (in index order, the order every kernel sums
-    in) is below `eps`, so the draw fell where the float32 sums of two summation orders disagree.
-    Filters only remove mass, so the unfiltered softmax bounds it. Greedy rows never count."""
+                   eps: float | None = None, first_u: torch.Tensor | None = None,
+                   min_p: torch.Tensor | None = None) -> tuple[int, int]:
+    """(draws that differ from the reference, those of them at a CDF boundary). A boundary case is
+    a draw that fell where two float32 summation orders disagree (within `eps`, default `cdf_eps`):
+    - the float64 mass of softmax(x / T) strictly between the two tokens (in index order, the order
+      every kernel sums in) is below eps (filters only remove mass, so the unfiltered softmax
+      bounds it); or
+    - with `first_u` [bs, n] (the first round's uniforms): that first draw's target u lies within
+      eps of a step of the float64 CDF it is drawn from (min-p applied). The kernels draw, check
+      top-k / top-p, then redraw above a raised floor, so a first draw on either side of a step can
+      end in tokens far apart.
+    Greedy rows never count."""
+    eps = cdf_eps(x.shape[-1]) if eps is None else eps
     diff = (got != ref).nonzero().tolist()
     near = 0
     for b, r in diff:
         t = float(temperature[b])
         if t <= 0:
             continue
-        cum = torch.softmax(x[b, r].double() / t, -1).cumsum(0)
+        probs = torch.softmax(x[b, r].double() / t, -1)
+        cum = probs.cumsum(0)
         lo, hi = sorted((int(ref[b, r]), int(got[b, r])))
-        near += float(cum[hi - 1] - cum[lo]) < eps
+        at_step = False
+        if first_u is not None:
+            w = probs / probs.max()
+            if min_p is not None and float(min_p[b]) > 0:
+                w = torch.where(w >= float(min_p[b]), w, 0.0)
+            steps = (w.cumsum(0) / w.sum())[w > 0]
+            target = float(first_u[b, r])
+            i = int(torch.searchsorted(steps, torch.tensor([target], dtype=steps.dtype))[0])
+            gaps = [abs(target - float(steps[j])) for j in (i - 1, i) if 0 <= j < len(steps)]
+            at_step = min(gaps) < eps
+        near += at_step or float(cum[hi - 1] - cum[lo]) < eps
     return len(diff), near
 
 
@@ -385,7 +411,9 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                     continue
                 if not same:  # which kernel left the torch reference, how often, and whether only at boundaries
                     ref, x, temp = reference()
-                    off = {k: boundary_draws(x, temp, ref, v) for k, v in (("runtime", expected), ("split", split))}
+                    u0 = uniform_torch(seed[:, None], positions, 0)
+                    off = {k: boundary_draws(x, temp, ref, v, first_u=u0, min_p=torch.full((bs,), case[3], device=dev))
+                           for k, v in (("runtime", expected), ("split", split))}
                     split_errors.append(
                         f"batch {bs}, {shape}, {name}: the split kernel drew other tokens (of {bs * rows} draws, "
                         + ", ".join(f"{k} {n} != torch reference, {near} of them at a CDF boundary"

@@ -24,3 +24,24 @@ def test_boundary_draws_tell_rounding_from_a_wrong_token():
     assert bench_kernels.boundary_draws(x, temp, ref, torch.tensor([[3], [5]])) == (1, 1)  # adjacent
     assert bench_kernels.boundary_draws(x, temp, ref, torch.tensor([[6], [5]])) == (1, 0)  # 3 tokens between
     assert bench_kernels.boundary_draws(x, temp, ref, torch.tensor([[2], [6]])) == (1, 0)  # greedy row
+
+
+def test_a_first_draw_on_a_cdf_step_is_a_boundary_case_even_when_the_tokens_are_far_apart():
+    """Seen on the CPU (batch 64, V=2048, top-k 50, peaked logits): the first draw's u sat 2e-6 under
+    a CDF step, so one implementation kept a rank-7 token and the other rejected its neighbour and
+    redrew the row's top token, 1000 ids away. The between-mass test alone calls that a wrong token."""
+    x = torch.zeros(1, 1, 8)
+    x[0, 0, 1] = 5.0  # the dominant token, far from the step below
+    temp = torch.tensor([1.0])
+    probs = torch.softmax(x[0, 0].double(), -1)
+    step = float(probs[:6].sum())  # the CDF step between tokens 5 and 6
+    ref, got = torch.tensor([[5]]), torch.tensor([[1]])
+    assert bench_kernels.boundary_draws(x, temp, ref, got) == (1, 0)
+    on_step = torch.tensor([[step - 2e-6]])
+    assert bench_kernels.boundary_draws(x, temp, ref, got, first_u=on_step) == (1, 1)
+    assert bench_kernels.boundary_draws(x, temp, ref, got, first_u=torch.tensor([[step - 0.01]])) == (1, 0)
+
+
+def test_cdf_eps_grows_with_the_vocabulary():
+    assert 1e-5 < bench_kernels.cdf_eps(2048) < 1.2e-5 and bench_kernels.cdf_eps(8) == 1e-5
+    assert 9e-5 < bench_kernels.cdf_eps(151936) < 1e-4

@@ -3,6 +3,13 @@
     python scripts/gpurig_flashinfer.py .gpurig-fi            # pin from the bundle's sglang wheel
     python scripts/gpurig_flashinfer.py .gpurig --dry-run     # only report sizes
     python scripts/gpurig_flashinfer.py .gpurig --wheel ~/.cache/ddtree-patch/wheels/flashinfer_python-0.6.12-py3-none-any.whl
+    python scripts/gpurig_flashinfer.py .gpurig-fi --aot ~/.cache/ddtree-patch/flashinfer-aot/0.6.12-90a \
+        $(python scripts/flashinfer_aot_build.py --list) --no-headers --seed quantization.cu   # what ran on the H200
+
+--aot/--module put modules compiled ahead of time (scripts/flashinfer_aot_build.py) into the wheel's
+data/aot, where FlashInfer loads a module instead of compiling it; --no-headers then keeps only the
+data/csrc files the module generators read (they read them even for an AOT module), so nothing can
+compile on the GPU machine and the wheel stays small enough to travel (docs/gpu-check.md, FlashInfer).
 
 The flashinfer_python version comes from the `Requires-Dist: flashinfer_python...==X` line of the
 bundle's sglang wheel; that wheel is downloaded once with pip (--no-deps) into --cache-dir. The copy

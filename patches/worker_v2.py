@@ -62,7 +62,6 @@ from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
-    draft_vocab_logits,
     move_accepted_kv,
     path_features,
 )
@@ -221,11 +220,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         prefix_lens = batch.seq_lens
         bound_cpu = self._prefix_lens_bound_cpu(batch, draft_input)
 
-        stage = self._tree_stage()
-        if stage.graphed:
-            staged = stage(self._draft_features(batch, draft_input, bound_cpu))
-        else:
-            staged = stage.from_logits(self._draft_logits(batch, draft_input, bound_cpu))
+        staged = self._tree_stage()(self._draft_features(batch, draft_input, bound_cpu))
         nodes_first_child, nodes_next_sibling = staged.tree.first_child, staged.tree.next_sibling
         tree = staged.padded
         seed = self._seed_tokens(draft_input)
@@ -315,15 +310,9 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             )
         return self._tree_stage_instance
 
-    def _draft_logits(self, batch, draft_input, bound_cpu: torch.Tensor) -> torch.Tensor:
-        """Draft logits [bs, block-1, V_shard] (V_shard: this rank's lm_head shard, the whole
-        vocabulary at TP=1)."""
-        return draft_vocab_logits(self._draft_features(batch, draft_input, bound_cpu),
-                                  self.target_worker.model_runner.model.lm_head)
-
     def _draft_features(self, batch, draft_input, bound_cpu: torch.Tensor) -> torch.Tensor:
         """DFlash's draft forward over `[bonus, MASK...]`; returns the features [bs, block-1, H] the
-        draft head turns into logits."""
+        tree stage's draft head turns into logits over this rank's lm_head shard."""
         if self.use_compact_draft_cache:
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
         bs = len(batch.seq_lens)

@@ -4,8 +4,8 @@ Run with the stub SGLang tree first on sys.path. The target's greedy next token 
 (mod V) with 300 absorbing; the fake verify writes each node's token into its KV slot and returns
 the node token as its hidden feature, so the commit can be checked slot by slot.
 usage: python drive_round.py BUDGET:TOPK[:GRAPH] ...  -> one JSON line per case
-GRAPH=1 runs the tree stage through `TreeStage`'s graph path, on a replaying stand-in graph and an
-identity draft head (the draft features are the logits).
+GRAPH=1 runs the tree stage through `TreeStage`'s graph path, on a replaying stand-in graph. The
+draft head is the identity: the stubbed draft features are the logits.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
         def move_kv_cache(self, tgt, src):
             w.kv[tgt] = w.kv[src].clone()
 
-    lm_head = types.SimpleNamespace(tp_size=1)  # SGLang's ParallelLMHead at TP=1: the whole vocabulary
+    # SGLang's ParallelLMHead at TP=1 (the whole vocabulary), as the identity: the stubbed draft
+    # features below are the draft logits themselves.
+    lm_head = types.SimpleNamespace(tp_size=1, weight=torch.eye(V))
     target = types.SimpleNamespace(model_runner=types.SimpleNamespace(
         attn_backend=object(), token_to_kv_pool_allocator=types.SimpleNamespace(get_kvcache=KVCache),
         model=types.SimpleNamespace(lm_head=lm_head)))
@@ -83,10 +85,8 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
         logits[torch.arange(tokens.numel()), successor(tokens.reshape(-1))] = 5.0
         return types.SimpleNamespace(next_token_logits=logits, hidden_states=tokens.reshape(-1, 1).float()), False
 
-    w._draft_logits, w._verify = draft_logits, verify
-    if graph:  # the features are the logits and the head is the identity: the same trees, through the graph
-        lm_head.weight = torch.eye(V)
-        w._draft_features = draft_logits
+    w._draft_features, w._verify = draft_logits, verify
+    if graph:  # the same trees, through the (stand-in) graph
         w._tree_stage_instance = TreeStage(lm_head, budget, topk, w.verify_width, graphs=True,
                                            graph_factory=ReplayingGraph)
     w._prefix_lens_bound_cpu = lambda batch, draft_input: batch.seq_lens.clone()

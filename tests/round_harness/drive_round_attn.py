@@ -105,7 +105,8 @@ def make_attending_worker(budget: int, topk: int, sampled: bool):
         hidden = (tokens * 1000 + positions).reshape(-1, 1).float()
         return types.SimpleNamespace(next_token_logits=logits.view(BS * n, V), hidden_states=hidden), False
 
-    w._draft_logits, w._verify = draft_logits, verify
+    target.model_runner.model.lm_head.weight = torch.eye(V)  # this target's vocabulary: features = logits
+    w._draft_features, w._verify = draft_logits, verify
     return w
 
 

@@ -1,8 +1,8 @@
 """The round's tree stage, draft features -> draft head -> top-K / LSE -> tree -> tree padded to the
 verify width, optionally replayed from one CUDA graph per batch size.
 
-Eager, the stage is about 20 kernel launches (the head GEMM, the streaming top-K's two kernels, the
-tree build's, one fill and one copy per padded field); on a small target at batch 1 their host cost
+Eager, the stage launches each of its kernels (the head GEMM, the streaming top-K's two kernels, the
+tree build's, one pad per padded field); on a small target at batch 1 their host cost
 is a visible part of the round (issue 11: 711 us eager against 37 us as one graph replay for the
 DDTree stages on the gpurig's tiny model). Every kernel of the stage has fixed shapes per batch
 size and no host synchronisation (`tests/test_kernels_graph.py` captures them on the GPU).

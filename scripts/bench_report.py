@@ -88,7 +88,7 @@ def big_rows(records: list[dict]) -> list[dict]:
     big = [dict(r, backend=r.get("backend", "triton")) for r in records if r["phase"] == "big"]
     groups = _by(big, "backend", "batch", "algo")
     rows = []
-    for backend, batch in sorted({(r["backend"], r["batch"]) for r in big}, key=lambda k: (k[0] != "triton", k)):
+    for backend, batch in sorted({(r["backend"], r["batch"]) for r in big}, key=lambda k: (k[0] != "triton", k)):  # triton first
         d, t = groups.get((backend, batch, "DFLASH"), []), groups.get((backend, batch, "DDTREE"), [])
 
         prefill = {algo: statistics.median(r["prefill_seconds"] for r in recs) for algo, recs in (("DFLASH", d), ("DDTREE", t)) if recs}
@@ -129,7 +129,7 @@ def goals(prows: list[dict], brows: list[dict]) -> list[str]:
         med = statistics.median(best["vs_dflash"])
         out.append(f"- DDTREE tokens/s vs DFLASH at batch {batch}, T=0: best budget {best['budget']} "
                    f"at {fmt(best['vs_dflash'])}x; goal > 1: **{'PASS' if med > 1 else 'MISS'}**")
-    for backend in sorted({r["backend"] for r in brows}, key=lambda b: (b != "triton", b)):
+    for backend in dict.fromkeys(r["backend"] for r in brows):  # big_rows' order
         ratios_big = [(r["batch"], statistics.median(r["ratio"])) for r in brows if r["ratio"] and r["backend"] == backend]
         if not ratios_big:
             continue

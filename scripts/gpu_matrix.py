@@ -47,8 +47,8 @@ SUITES = ("base", "offchain")
 
 def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1,
             attention_backend: str = "triton") -> list[dict]:
-    """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend all of them (plain references
-    included) run with that --tp-size / --page-size, so DDTREE is compared with plain decoding on the
+    """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend, all
+    of them (plain references included) run with that setting, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
     and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md)."""
     out = (base_configs() if "base" in suites else []) + (offchain_configs() if "offchain" in suites else [])

@@ -20,7 +20,7 @@ if [ ! -f "$PAIR/manifest.json" ]; then
 fi
 left=$(( BUDGET_S - ($(date +%s) - t0) - 25 ))
 echo "[setup] $(( $(date +%s) - t0 ))s; benchmark deadline ${left}s"
-BENCH_COMMAND="RIG=\$PWD/.gpurig bash scripts/bench_e2e.sh $*" \
+BENCH_COMMAND="RIG=\$PWD/.gpurig BUDGET_S=$BUDGET_S bash scripts/bench_e2e.sh $*" \
   python3 scripts/bench_e2e.py --pair "$PAIR" --out "$OUT/bench" --work /tmp/bench-e2e --deadline-s "$left" "$@"
 rc=$?
 tar czf "$OUT/bench-logs.tgz" -C /tmp bench-e2e 2>/dev/null

@@ -365,7 +365,7 @@ def boundary_draws(x: torch.Tensor, temperature: torch.Tensor, ref: torch.Tensor
                 w = torch.where(w >= float(min_p[b]), w, 0.0)
             steps = (w.cumsum(0) / w.sum())[w > 0]
             target = float(first_u[b, r])
-            i = int(torch.searchsorted(steps, torch.tensor([target], dtype=steps.dtype))[0])
+            i = int(torch.searchsorted(steps, torch.tensor([target], dtype=steps.dtype, device=steps.device))[0])
             gaps = [abs(target - float(steps[j])) for j in (i - 1, i) if 0 <= j < len(steps)]
             at_step = min(gaps) < eps
         near += at_step or float(cum[hi - 1] - cum[lo]) < eps

@@ -37,6 +37,7 @@ model, not by a sampling error.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import math
 import os
@@ -90,7 +91,11 @@ def engine_main(cfg_path: str, out_path: str) -> None:
     if cfg["algo"] != "NONE":
         kw.update(speculative_algorithm=cfg["algo"], speculative_draft_model_path=cfg["draft"],
                   speculative_ddtree_budget=cfg["budget"])
-    eng = Engine(**kw)
+    # Engines side by side profile free memory at start-up; one starting while another allocates
+    # its KV pool sees that pool as its own weights and refuses. So start-ups take turns.
+    with open(Path(out_path).with_name("engine-start.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        eng = Engine(**kw)
     out = {}
     for name, params in cfg["settings"].items():
         t0 = time.time()
@@ -101,8 +106,8 @@ def engine_main(cfg_path: str, out_path: str) -> None:
         out.setdefault("tokens_per_round", {})[name] = (sum(map(len, out[name])) / rounds) if rounds else None
         print(f"[{cfg['name']}] {name}: {len(res)} requests in {time.time() - t0:.1f}s, "
               f"tokens/round {out['tokens_per_round'][name]}", flush=True)
+        Path(out_path).write_text(json.dumps(out))  # after every setting: a cut run can still be re-judged
     eng.shutdown()
-    Path(out_path).write_text(json.dumps(out))
 
 
 def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None) -> dict:
@@ -264,7 +269,7 @@ def main() -> None:
     if args.rejudge:
         plain, ddtree, biased = (json.loads((args.out_dir / f"{n}.json").read_text())
                                  for n in ("plain", "ddtree", "ddtree_biased"))
-        settings = {k: v for k, v in settings.items() if k in plain}
+        settings = {k: v for k, v in settings.items() if k in plain and k in ddtree and k in biased}
     else:
         runs = [("plain", dict(base, algo="NONE", seed=1), None), ("ddtree", dict(base, algo="DDTREE", seed=2), None),
                 ("ddtree_biased", dict(base, algo="DDTREE", seed=3), {"DDTREE_TEST_POSTERIOR_BIAS": str(MOVED)})]

@@ -1,0 +1,89 @@
+"""Drop packages an LLM engine never imports from a gpurig bundle's sglang wheel, so the bundle fits.
+
+    python scripts/gpurig_slim_sglang.py .gpurig-0.5.13            # drop DROP, rewrite the wheel in place
+    python scripts/gpurig_slim_sglang.py .gpurig-0.5.11 --dry-run  # only report sizes
+
+A device call carries checkout + bundle in 64 MiB. The 0.5.11 and 0.5.13 bundles exceed it (0.5.13's
+wheel holds a 2.8 MB gRPC extension, both the diffusion runtime `multimodal_gen`). Nothing under
+DROP is imported by `sglang.Engine` or `launch_server` for a text model (checked by grep on 0.5.13:
+no module outside sglang/srt/grpc imports it; multimodal_gen is the separate diffusion entry point).
+The wheel keeps its name and version (ddtree-patch reads the release from its metadata); only the
+dropped members and their RECORD rows go, and a note in the dist-info says what was dropped.
+Running it again on a slimmed wheel drops nothing more and writes the same wheel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+import zipfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpurig_flashinfer import CHECKOUT, LIMIT, record_line, tree_bytes  # noqa: E402
+
+DROP = ("sglang/multimodal_gen/", "sglang/srt/grpc/")
+NOTE = "DDTREE_PATCH_SLIMMED"
+
+
+def sglang_wheel(bundle: Path) -> Path:
+    wheels = sorted((bundle / "whl").glob("sglang-*.whl"))
+    if len(wheels) != 1:
+        raise SystemExit(f"{bundle}/whl holds {len(wheels)} sglang wheels, expected 1")
+    return wheels[0]
+
+
+def slim(src: Path, out: Path, drop: tuple[str, ...] = DROP) -> tuple[int, int]:
+    """Write src without the members under `drop` to out; return (members dropped, bytes dropped)."""
+    with zipfile.ZipFile(src) as zin:
+        infos = [i for i in zin.infolist() if not i.is_dir()]
+        record = next((i.filename for i in infos if i.filename.endswith(".dist-info/RECORD")), None)
+        if record is None:
+            raise SystemExit(f"{src.name} has no dist-info/RECORD: not a wheel")
+        dist_info = record[: -len("RECORD")]
+        gone = [i for i in infos if i.filename.startswith(drop)]
+        kept = [i for i in infos if not i.filename.startswith(drop) and i.filename not in (record, dist_info + NOTE)]
+        rows: list[list[str]] = []
+        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
+            for info in kept:
+                data = zin.read(info)
+                zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
+                rows.append(record_line(info.filename, data).rsplit(",", 2))
+            note = ("dropped by ddtree-patch scripts/gpurig_slim_sglang.py (not imported by a text-model "
+                    f"engine): {', '.join(drop)}\n").encode()
+            zi = zipfile.ZipInfo(dist_info + NOTE, date_time=(2020, 1, 1, 0, 0, 0))
+            zi.external_attr = 0o644 << 16
+            zout.writestr(zi, note, compress_type=zipfile.ZIP_DEFLATED)
+            rows.append(record_line(zi.filename, note).rsplit(",", 2))
+            rows.append([record, "", ""])
+            text = io.StringIO()
+            csv.writer(text, lineterminator="\n").writerows(rows)  # quotes the names with commas (MoE configs)
+            zout.writestr(zin.getinfo(record), text.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
+    return len(gone), sum(i.file_size for i in gone)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("bundle", type=Path)
+    ap.add_argument("--dry-run", action="store_true", help="write the slim wheel beside, report, keep the bundle")
+    a = ap.parse_args()
+    src = sglang_wheel(a.bundle)
+    tmp = src.with_name(src.name + ".slim")
+    bundle_bytes = tree_bytes(a.bundle)
+    n, size = slim(src, tmp)
+    before, after = src.stat().st_size, tmp.stat().st_size
+    total = bundle_bytes - before + after + CHECKOUT
+    print(f"{src.name}: dropped {n} files ({size} bytes unpacked); wheel {before} -> {after} bytes; "
+          f"bundle + checkout allowance {total} of {LIMIT}")
+    if a.dry_run:
+        tmp.unlink()
+        return 0
+    tmp.replace(src)
+    return 0 if total <= LIMIT else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -29,6 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_report  # noqa: E402
+import gpu_matrix  # noqa: E402
 import stdlib_corpus  # noqa: E402
 
 BUDGETS = (4, 8, 16, 32, 64)
@@ -44,7 +45,9 @@ METHOD = [
     "speed-up is the median of per-repeat ratios (run r of one config against run r of the other, "
     "taken seconds apart). Spread = min-max over the repeats.",
     "- One untimed warm-up run per (configuration, batch size, temperature) precedes the repeats "
-    "(CUDA graphs are captured at start; the warm-up covers Triton JIT and allocator growth).",
+    "(CUDA graphs are captured at start; the warm-up covers Triton JIT and allocator growth). At T=0 plain "
+    "then runs each batch once more, untimed, with top-2 logprobs (`top_logprobs_num=2`): the reference "
+    "greedy outputs of the `= plain` column and their near-tie judgement.",
     "- Output tokens/s = batch x new tokens / wall time of one `Engine.generate` over the whole batch "
     "(prefill included, `ignore_eos`), timed inside the engine process. Accepted tokens / round = "
     "sum of `completion_tokens` / sum of `spec_verify_ct` over the batch (SGLang's `spec_accept_length` "
@@ -230,6 +233,18 @@ def start_all(cfgs: list[dict], work: Path, timeout: float, log, script: Path = 
     return workers, failures
 
 
+def compare_with_plain(ref: dict, got: list[list[int]]) -> dict:
+    """`same_as_plain` and the differing prompts judged as gpu_matrix.judge does (so the benchmark and
+    the GPU matrix call a difference the same thing): at the first differing token, plain's top-2
+    logprob gap < gpu_matrix.TIE_GAP is a bf16 near-tie (plain decode and speculative verify reduce in
+    different orders), anything else a bug. `ref`: plain's reply with "output_ids" and "top2"."""
+    plain = {"ok": True, "batch_ids": ref["output_ids"], "single_ids": [], "top2": ref["top2"]}
+    row = gpu_matrix.judge({"ok": True, "batch_ids": got, "single_ids": []}, plain)  # no runs alone here
+    same = sum(x == y for x, y in zip(got, ref["output_ids"]))
+    return {"same_as_plain": f"{same}/{len(ref['output_ids'])}", "tie_diffs": len(row["tie_diffs"]),
+            "bug_diffs": len(row["bug_diffs"])}
+
+
 def prompts_from(pair: Path, count: int, length: int) -> list[list[int]]:
     from tokenizers import Tokenizer
 
@@ -263,12 +278,24 @@ class Bench:
             self.log(f"[fail] {e}")
             return None
 
+    def plain_references(self) -> dict[int, dict]:
+        """Plain's greedy outputs with top-2 logprobs per batch size, untimed (before the timed runs):
+        what every T=0 output is compared with. Only plain is asked: SGLang's DFLASH refuses return_logprob."""
+        refs = {}
+        for b in BATCHES:
+            res = self.call("plain", {"id": f"plain-{b}-ref", "prompts": self.prompts[:b], "temperature": 0.0,
+                                      "max_new": self.a.max_new, "return_ids": True, "top2": True})
+            if res is not None:
+                refs[b] = res
+        return refs
+
     def pair_phase(self, names: list[str], temperature: float) -> bool:
         names = [n for n in names if n in self.workers]
         cfg = {n: self.workers[n].cfg for n in names}
         for b in BATCHES:  # warm-up
             for n in names:
                 self.call(n, {"id": "warm", "prompts": self.prompts[:b], "temperature": temperature, "max_new": 16})
+        refs = self.plain_references() if temperature == 0 and "plain" in names else {}
         ids: dict[tuple[str, int], list] = {}
         for rep in range(self.a.repeats):
             for b in BATCHES:
@@ -291,10 +318,9 @@ class Bench:
             self.log(f"[pair T={temperature:g}] repeat {rep + 1}/{self.a.repeats} done, {self.left():.0f} s left")
         for rec in self.records:
             key = (rec["config"], rec["batch"])
-            if rec["phase"] == "pair" and rec["temperature"] == 0 and rec["repeat"] == 0 and ("plain", rec["batch"]) in ids \
+            if rec["phase"] == "pair" and rec["temperature"] == 0 and rec["repeat"] == 0 and rec["batch"] in refs \
                     and key in ids:
-                plain = ids[("plain", rec["batch"])]
-                rec["same_as_plain"] = f"{sum(x == y for x, y in zip(ids[key], plain))}/{len(plain)}"
+                rec.update(compare_with_plain(refs[rec["batch"]], ids[key]))
         return True
 
     def big_phase(self, names: list[str]) -> bool:

@@ -1,11 +1,12 @@
 """Tables, goal checks and plots for scripts/bench_e2e.py, from its per-run records (pure functions).
 
 A pair record: {"phase": "pair", "config", "algo", "budget", "batch", "temperature", "repeat",
-"seconds", "tokens", "verify_ct", "same_as_plain"}; a big-shape record: {"phase": "big", "config",
-"algo", "batch", "repeat", "seconds", "prefill_seconds", "rounds", "tokens", "verify_ct"} (the wall of
-the whole generation and of the same batch's prefill alone, taken just before it). Speed-ups are
-medians of per-repeat ratios: repeat r of one config against repeat r of the other, which ran
-next to it in time, so slow drift of the machine cancels instead of adding noise.
+"seconds", "tokens", "verify_ct", "same_as_plain", "tie_diffs", "bug_diffs"} (the last three on the
+first repeat at T=0 only; the two counts since plain's near-ties are judged); a big-shape record:
+{"phase": "big", "config", "algo", "batch", "repeat", "seconds", "prefill_seconds", "rounds", "tokens",
+"verify_ct"} (the wall of the whole generation and of the same batch's prefill alone, taken just
+before it). Speed-ups are medians of per-repeat ratios: repeat r of one config against repeat r of
+the other, which ran next to it in time, so slow drift of the machine cancels instead of adding noise.
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from gpu_matrix import TIE_GAP
+
 GOAL_ACCEPT_RATIO = 1.3  # DDTREE / DFLASH accepted tokens per round at budget 32, trained pair, T=0
 GOAL_ROUND_RATIO = 1.1  # DDTREE / DFLASH round time at equal verify width, 8B shape
 BUDGET_TICKS = (4, 8, 16, 32, 64)
+JUDGED = (" Plain's reference is an untimed run of the same batch with top-2 logprobs (plain's own row: its "
+          "timed run against it). Each differing prompt is judged at its first differing token, as "
+          "`scripts/gpu_matrix.py` does: a **near-tie** when plain's top-2 logprob gap there is < "
+          f"{TIE_GAP} (plain decode and speculative verify reduce in different orders in bf16, so such a "
+          "token can flip), else a **bug**.")
 
 
 def spread(values: list[float]) -> tuple[float, float, float]:
@@ -70,14 +78,16 @@ def pair_rows(records: list[dict]) -> list[dict]:
         plain = groups.get((temp, batch, "plain"), [])
         dflash = groups.get((temp, batch, "dflash"), [])
         accept = [a for a in map(accepted_per_round, recs) if a is not None]
-        same = [r["same_as_plain"] for r in recs if r.get("same_as_plain") is not None]
+        same = [r for r in recs if r.get("same_as_plain") is not None]
         rows.append({
             "temperature": temp, "batch": batch, "config": config, "algo": recs[0]["algo"],
             "budget": recs[0].get("budget"), "variant": recs[0].get("variant"), "repeats": len(recs),
             "accept": accept, "tok_s": [tokens_per_s(r) for r in recs],
             "vs_plain": paired_ratios(recs, plain, tokens_per_s) if config != "plain" else [],
             "vs_dflash": paired_ratios(recs, dflash, tokens_per_s) if recs[0]["algo"] == "DDTREE" else [],
-            "same_as_plain": same[0] if same else None,
+            "same_as_plain": same[0]["same_as_plain"] if same else None,
+            "tie_diffs": same[0].get("tie_diffs") if same else None,
+            "bug_diffs": same[0].get("bug_diffs") if same else None,
         })
     order = {name: i for i, name in enumerate(config_order(pair))}
     return sorted(rows, key=lambda r: (r["temperature"], r["batch"], order[r["config"]]))
@@ -143,15 +153,39 @@ def goals(prows: list[dict], brows: list[dict]) -> list[str]:
     return out
 
 
+def greedy_check(prows: list[dict]) -> list[str]:
+    """One line over every judged T=0 row: do the greedy outputs differ from plain's only at near-ties
+    (bf16 reduction order) or also elsewhere (bugs, named)? Nothing for results without the judgement."""
+    judged = [r for r in prows if r["temperature"] == 0 and r.get("tie_diffs") is not None]
+    if not judged:
+        return []
+    bugs = [r for r in judged if r["bug_diffs"]]
+    n_bugs = sum(r["bug_diffs"] for r in bugs)
+    total = sum(r["tie_diffs"] for r in judged) + n_bugs
+    head = f"- Greedy outputs vs plain decoding, T=0 ({len(judged)} config x batch runs): {total} differences"
+    if bugs:
+        return [f"{head}, **{n_bugs} not at a near-tie (bug)**: "
+                + ", ".join(f"{r['config']} batch {r['batch']} ({r['bug_diffs']})" for r in bugs)]
+    return [f"{head}, all at near-ties of plain (top-2 logprob gap < {TIE_GAP})" if total else head]
+
+
+def same_cell(r: dict) -> str:
+    """`= plain`: "7/8", with the judged differences when there are any: "7/8 (1 near-tie, 0 bug)"."""
+    if r["same_as_plain"] is None:
+        return ""
+    if not (r.get("tie_diffs") or r.get("bug_diffs")):
+        return r["same_as_plain"]
+    return f"{r['same_as_plain']} ({r['tie_diffs']} near-tie, {r['bug_diffs']} bug)"
+
+
 def pair_table(rows: list[dict], temperature: float) -> list[str]:
     lines = ["| batch | config | accepted tokens / round | output tokens/s | x plain | x DFLASH | = plain |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["temperature"] != temperature:
             continue
-        same = r["same_as_plain"] or ""
         lines.append(f"| {r['batch']} | {r['config']} | {fmt(r['accept'])} | {fmt(r['tok_s'], 0)} | "
-                     f"{fmt(r['vs_plain'])} | {fmt(r['vs_dflash'])} | {same} |")
+                     f"{fmt(r['vs_plain'])} | {fmt(r['vs_dflash'])} | {same_cell(r)} |")
     return lines
 
 
@@ -227,16 +261,17 @@ def write(out_dir: Path, meta: dict, records: list[dict]) -> Path:
              f"Run: {meta['started']} UTC, {meta['wall_s']:.0f} s wall. Phases finished: "
              f"{', '.join(meta['finished']) or 'none'}; not finished (the deadline, or engines that did not start: "
              f"see Failures): {', '.join(meta['cut']) or 'none'}.",
-             "", "## Goals (issue 9)", "", *goals(prows, brows), "",
+             "", "## Goals (issue 9)", "", *goals(prows, brows), *greedy_check(prows), "",
              "## How it was measured", "", *meta["method"], ""]
     if meta.get("pair"):
         lines += ["## The trained pair", "", *meta["pair"], ""]
     for temp in sorted({r["temperature"] for r in prows}):
+        judged = any(r["temperature"] == temp and r.get("tie_diffs") is not None for r in prows)
         lines += [f"## Trained pair, T={temp:g}", "",
                   "Median over repeats, (min-max) across repeats; `x plain` / `x DFLASH` are medians of "
                   "per-repeat tokens/s ratios against the run of that config in the same repeat. "
                   "`= plain`: prompts whose greedy output is identical to plain decoding's at the same batch size "
-                  "(first repeat; bf16 near-ties can flip a token legitimately).", "",
+                  "(first repeat; bf16 near-ties can flip a token legitimately)." + (JUDGED if judged else ""), "",
                   *pair_table(prows, temp), ""]
     for png in pngs:
         lines += [f"![{png}]({png})", ""]

@@ -3,6 +3,8 @@
 usage: python bench_worker.py CONFIG_JSON REPLY_FD
 CONFIG: {"name", "engine": {Engine kwargs}}. Commands arrive as JSON lines on stdin:
   {"id", "prompts": [[ids]...], "temperature", "max_new"}  -> one timed generate of the whole batch
+      (+ "return_ids": the output ids; + "top2": also each output token's top-2 logprobs; plain only,
+      SGLang's DFLASH refuses return_logprob)
   {"quit": true}                                          -> shut the engine down and exit
 Replies are JSON lines on REPLY_FD (a pipe the coordinator owns, so SGLang's own output on
 stdout/stderr cannot interleave with them): {"ready": ...} once, then one line per command.
@@ -49,14 +51,16 @@ def timed_generate(eng, cmd: dict) -> dict:
               "ignore_eos": True}
     if params["temperature"] > 0:
         params.update(top_p=1.0, top_k=-1)
+    lp = dict(return_logprob=True, top_logprobs_num=2) if cmd.get("top2") else {}
     t0 = time.perf_counter()
-    outs = eng.generate(input_ids=cmd["prompts"], sampling_params=params)
+    outs = eng.generate(input_ids=cmd["prompts"], sampling_params=params, **lp)
     seconds = time.perf_counter() - t0
     metas = [o["meta_info"] for o in outs]
     return {"id": cmd["id"], "seconds": seconds,
             "completion_tokens": [m["completion_tokens"] for m in metas],
             "verify_ct": [m.get("spec_verify_ct") or 0 for m in metas],
-            "output_ids": [o["output_ids"] for o in outs] if cmd.get("return_ids") else None}
+            "output_ids": [o["output_ids"] for o in outs] if cmd.get("return_ids") else None,
+            "top2": [[[t[0] for t in step[:2]] for step in m["output_top_logprobs"]] for m in metas] if lp else None}
 
 
 def main() -> None:

@@ -37,8 +37,10 @@ def bench(tmp_path: Path, cfgs: list[dict], deadline_s: float = 120.0):
     return b
 
 
-PAIR = [cfg("plain", "plain", round_s=0.001), cfg("dflash", "DFLASH", accept=4, round_s=0.001),
-        cfg("ddtree_b4", "DDTREE", 4, accept=5, round_s=0.001),
+# plain has a near-tie at prompt 3's last token (of 17), where ddtree_b32 differs; ddtree_b4 differs
+# at prompt 5's last token, where plain's top-2 gap is clear: a bug
+PAIR = [cfg("plain", "plain", round_s=0.001, ties=[[3, 16]]), cfg("dflash", "DFLASH", accept=4, round_s=0.001),
+        cfg("ddtree_b4", "DDTREE", 4, accept=5, round_s=0.001, flip=5),
         cfg("ddtree_b32", "DDTREE", 32, accept=6, round_s=0.001, flip=3)]
 
 
@@ -58,8 +60,12 @@ def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
     first = [r["config"] for r in pair if r["batch"] == 1]
     assert first[:4] == ["plain", "dflash", "ddtree_b4", "ddtree_b32"]
     assert first[4:8] == ["dflash", "ddtree_b4", "ddtree_b32", "plain"]  # rotated by one per repeat
-    same = {(r["config"], r["batch"]): r.get("same_as_plain") for r in pair if r["repeat"] == 0}
-    assert same[("ddtree_b4", 8)] == "8/8" and same[("ddtree_b32", 8)] == "7/8" and same[("ddtree_b32", 1)] == "1/1"
+    same = {(r["config"], r["batch"]): (r.get("same_as_plain"), r.get("tie_diffs"), r.get("bug_diffs"))
+            for r in pair if r["repeat"] == 0}
+    assert same[("ddtree_b4", 8)] == ("7/8", 0, 1) and same[("ddtree_b32", 8)] == ("7/8", 1, 0)
+    assert same[("ddtree_b32", 1)] == ("1/1", 0, 0) and same[("plain", 32)] == ("32/32", 0, 0)
+    assert all("tie_diffs" not in r for r in pair if r["repeat"] > 0)
+    assert all("same_as_plain" not in r for r in b.records if r.get("temperature") == 1)
 
     meta = {"machine": "cpu", "sglang": "0.5.15", "torch": "x", "command": "cmd", "started": "now",
             "wall_s": 1.0, "finished": ["a"], "cut": [], "method": ["- m"], "pair": ["p"], "big": ["b"],
@@ -68,9 +74,81 @@ def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
     assert "DDTREE budget 32 / DFLASH, T=0: 1.33, 1.33, 1.33 (batch 1, 8, 32); goal >= 1.3: **PASS**" in md
     assert "worst 1.05 at batch" in md  # 0.0021 / 0.002 per round, equal rounds
     assert "| 8 | ddtree_b32 | 5.67 |" in md  # 17 tokens / 3 rounds
+    assert "- Greedy outputs vs plain decoding, T=0 (12 config x batch runs): 4 differences, **2 not at a " \
+           "near-tie (bug)**: ddtree_b4 batch 8 (1), ddtree_b4 batch 32 (1)\n" in md
+    assert "| 7/8 (0 near-tie, 1 bug) |" in md and "| 31/32 (1 near-tie, 0 bug) |" in md
     for png in ("bench-e2e-accept.png", "bench-e2e-tokens-per-s.png"):
         assert (tmp_path / "docs" / png).stat().st_size > 1000 and f"]({png})" in md
     assert "## Failures" in md
+
+
+def test_differences_from_plain_are_judged_at_the_first_differing_token() -> None:
+    """gpu_matrix's rule: plain's top-2 gap at the first differing token < TIE_GAP = near-tie, else bug;
+    a later near-tie does not excuse an earlier clear difference."""
+    assert bench_e2e.gpu_matrix.TIE_GAP == 0.02
+    clear, tie = [-0.1, -1.1], [-0.1, -0.11]
+    ref = {"output_ids": [[1, 2, 3], [4, 5, 6], [7, 8, 9], [1, 1, 1], [2, 2, 2]],
+           "top2": [[clear] * 3, [clear, tie, clear], [clear, tie, tie], [tie, clear, clear],
+                    [clear, [0.0, -0.02], clear]]}  # gap == 0.02 exactly
+    got = [[1, 2, 3],  # identical
+           [4, 0, 0],  # first differs at 1, a near-tie there
+           [0, 0, 9],  # first differs at 0, clear there (ties later): a bug
+           [0, 1, 1],  # differs at position 0, a near-tie
+           [2, 0, 2]]  # gap exactly TIE_GAP is no near-tie
+    assert bench_e2e.compare_with_plain(ref, got) == {"same_as_plain": "1/5", "tie_diffs": 2, "bug_diffs": 2}
+    assert bench_e2e.compare_with_plain(ref, ref["output_ids"]) == {"same_as_plain": "5/5", "tie_diffs": 0,
+                                                                     "bug_diffs": 0}
+
+
+def _t0_records(judged: dict[str, tuple[str, int, int]]) -> list[dict]:
+    """One first-repeat T=0 record per config at batch 8; `judged`: config -> (same, ties, bugs), where
+    ties = None leaves the new fields out (a results.json from before the near-tie judgement)."""
+    algo = {"plain": ("plain", None), "dflash": ("DFLASH", None), "ddtree_b8": ("DDTREE", 8)}
+    out = []
+    for name, (same, ties, bugs) in judged.items():
+        rec = {"phase": "pair", "config": name, "algo": algo[name][0], "budget": algo[name][1], "batch": 8,
+               "temperature": 0.0, "repeat": 0, "seconds": 1.0, "tokens": [16] * 8,
+               "verify_ct": [0 if name == "plain" else 4] * 8,
+               "same_as_plain": same}
+        if ties is not None:
+            rec.update(tie_diffs=ties, bug_diffs=bugs)
+        out.append(rec)
+    return out
+
+
+REPORT_META = {"machine": "cpu", "sglang": "0.5.15", "torch": "x", "command": "cmd", "started": "now", "wall_s": 1.0,
+               "finished": ["a"], "cut": [], "method": ["- m"]}
+OLD_TEXT = ("`= plain`: prompts whose greedy output is identical to plain decoding's at the same batch size "
+            "(first repeat; bf16 near-ties can flip a token legitimately).\n")
+
+
+def test_report_without_the_judgement_renders_as_before(tmp_path: Path) -> None:
+    records = _t0_records({"plain": ("8/8", None, None), "dflash": ("3/8", None, None),
+                           "ddtree_b8": ("2/8", None, None)})
+    md = bench_report.write(tmp_path, REPORT_META, records).read_text()
+    assert "| 8 | plain | - | 128 | - | - | 8/8 |" in md and "| 8 | dflash | 4.00 | 128 | 1.00 | - | 3/8 |" in md
+    assert "| 8 | ddtree_b8 | 4.00 | 128 | 1.00 | 1.00 | 2/8 |" in md
+    assert OLD_TEXT in md and "Greedy outputs" not in md and "near-tie," not in md and "**near-tie**" not in md
+
+
+def test_report_shows_near_ties_and_bugs(tmp_path: Path) -> None:
+    records = _t0_records({"plain": ("8/8", 0, 0), "dflash": ("3/8", 5, 0), "ddtree_b8": ("2/8", 6, 0)})
+    md = bench_report.write(tmp_path, REPORT_META, records).read_text()
+    assert "| 8 | plain | - | 128 | - | - | 8/8 |" in md
+    assert "| 8 | dflash | 4.00 | 128 | 1.00 | - | 3/8 (5 near-tie, 0 bug) |" in md
+    assert "| 8 | ddtree_b8 | 4.00 | 128 | 1.00 | 1.00 | 2/8 (6 near-tie, 0 bug) |" in md
+    assert "## Goals (issue 9)" in md and "- Greedy outputs vs plain decoding, T=0 (3 config x batch runs): " \
+        "11 differences, all at near-ties of plain (top-2 logprob gap < 0.02)\n" in md
+    assert OLD_TEXT[:-1] + " Plain's reference is an untimed run" in md and "is < 0.02" in md
+
+    rows = bench_report.pair_rows(_t0_records({"plain": ("8/8", 0, 0), "dflash": ("7/8", 0, 1),
+                                               "ddtree_b8": ("5/8", 1, 2)}))
+    assert bench_report.greedy_check(rows) == [
+        "- Greedy outputs vs plain decoding, T=0 (3 config x batch runs): 4 differences, **3 not at a near-tie "
+        "(bug)**: dflash batch 8 (1), ddtree_b8 batch 8 (2)"]
+    rows = bench_report.pair_rows(_t0_records({"plain": ("8/8", 0, 0), "dflash": ("8/8", 0, 0)}))
+    assert bench_report.greedy_check(rows) == ["- Greedy outputs vs plain decoding, T=0 (2 config x batch runs): "
+                                               "0 differences"]
 
 
 def test_a_dying_engine_is_reported_and_the_others_go_on(tmp_path: Path) -> None:

@@ -2,7 +2,9 @@
 test the coordinator's process handling, interleaving and report on CPU.
 
 Config `fake`: {"fail_start": bool, "die_on": command id, "accept": tokens per round,
-"per_token_s": seconds per verify round per request, "flip": prompt index whose output differs}.
+"per_token_s": seconds per verify round per request, "flip": prompt index whose output differs (at its
+last token), "ties": [prompt index, step] pairs where a "top2" reply has a near-tie (gap 0.01; else 1.0)}.
+Like SGLang's DFLASH, only plain answers "top2" (return_logprob).
 """
 
 from __future__ import annotations
@@ -40,6 +42,11 @@ for line in sys.stdin:
     ids = [[(p[0] + k) % 97 for k in range(new)] for p in cmd["prompts"]]
     if cmd.get("return_ids") and fake.get("flip") is not None and fake["flip"] < bs:
         ids[fake["flip"]][-1] += 1
+    if cmd.get("top2") and cfg["algo"] != "plain":
+        reply({"id": cmd["id"], "error": "ValueError: return_logprob is not supported"})
+        continue
+    ties = {tuple(t) for t in fake.get("ties", [])}
+    top2 = [[[-0.1, -0.11 if (i, k) in ties else -1.1] for k in range(new)] for i in range(bs)]
     reply({"id": cmd["id"], "seconds": seconds, "completion_tokens": [new] * bs,
            "verify_ct": [rounds if cfg["algo"] != "plain" else 0] * bs,
-           "output_ids": ids if cmd.get("return_ids") else None})
+           "output_ids": ids if cmd.get("return_ids") else None, "top2": top2 if cmd.get("top2") else None})

@@ -57,6 +57,7 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.contract import release_takes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
+from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
 from sglang.srt.speculative.ddtree.kernels import accept_walk
 from sglang.srt.speculative.ddtree.kv_move import SlotMover
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
@@ -144,6 +145,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
                 "order DDTREE does not support."
             )
         install_tree_mask_capture()
+        install_verify_tile()  # opt-in (DDTREE_VERIFY_TILE): before the target's attention backend binds the kernel
         block = int(resolved.speculative_dflash_block_size or resolved.speculative_num_draft_tokens)
         width = int(resolved.speculative_num_draft_tokens)
         with published_width(block):

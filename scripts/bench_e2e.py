@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -33,6 +34,7 @@ import gpu_matrix  # noqa: E402
 import stdlib_corpus  # noqa: E402
 
 BUDGETS = (4, 8, 16, 32, 64)
+RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE")  # opt-in runtime paths, read by the engines
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [
@@ -231,6 +233,13 @@ def start_all(cfgs: list[dict], work: Path, timeout: float, log, script: Path = 
         w.stop(2)
         del workers[name]
     return workers, failures
+
+
+def command_line(environ: Mapping[str, str], argv: list[str]) -> str:
+    """The command as run, led by the DDTree runtime switches that were set (they reach every engine
+    through the environment, so a figure is only reproducible with them)."""
+    switches = [f"{k}={environ[k]}" for k in RUNTIME_SWITCHES if environ.get(k)]
+    return " ".join(switches + [environ.get("BENCH_COMMAND") or "python scripts/bench_e2e.py " + " ".join(argv)])
 
 
 def compare_with_plain(ref: dict, got: list[list[int]]) -> dict:
@@ -450,7 +459,7 @@ def main() -> None:
     bench = Bench(a, workers, prompts, log)
     bench.failures += start_failures
     meta = {"machine": machine(), "torch": version("torch"), "sglang": version("sglang"), "started": started,
-            "command": os.environ.get("BENCH_COMMAND") or "python scripts/bench_e2e.py " + " ".join(sys.argv[1:]),
+            "command": command_line(os.environ, sys.argv[1:]),
             "method": METHOD, "pair": pair_notes(a.pair),
             "big": [f"Qwen3-8B shape ({BIG_TARGET['num_hidden_layers']} layers, hidden {BIG_TARGET['hidden_size']}, "
                     f"vocab {BIG_TARGET['vocab_size']}), random weights from SGLang's `load_format=dummy` (built on "

@@ -391,3 +391,11 @@ def test_worker_watchdog_reports_a_dead_engine_child(tmp_path: Path) -> None:
     reply = json.loads(os.read(r, 65536).decode().splitlines()[0])
     assert proc.returncode == 1 and time.time() - t0 < 20
     assert reply == {"ready": False, "name": "x", "error": "engine child process died: scheduler_0 (exit 3)"}
+
+
+def test_the_command_names_the_runtime_switches_that_reach_the_engines() -> None:
+    env = {"BENCH_COMMAND": "RIG=$PWD/.gpurig BUDGET_S=560 bash scripts/bench_e2e.sh --phases big",
+           "DDTREE_VERIFY_TILE": "M16N64w4", "DDTREE_GRAPH_TREE_STAGE": ""}
+    assert bench_e2e.command_line(env, []) == \
+        "DDTREE_VERIFY_TILE=M16N64w4 RIG=$PWD/.gpurig BUDGET_S=560 bash scripts/bench_e2e.sh --phases big"
+    assert bench_e2e.command_line({}, ["--phases", "big"]) == "python scripts/bench_e2e.py --phases big"

@@ -1,0 +1,83 @@
+"""Opt-in: SGLang's Triton target verify with a smaller attention tile when it carries DDTree's tree mask.
+
+On sm_90 with head dim 128 SGLang's extend kernel takes a 128 x 64 tile with 8 warps. A 16-token
+verify fills 16 of its 128 rows, and with a custom mask the kernel gathers the mask tile byte by
+byte and (compiled for sm_90 here) spills registers; DFLASH's causal verify, without a mask, does
+not (docs/verify-attention.md). `DDTREE_VERIFY_TILE=M16N64w4` (BLOCK_M, BLOCK_N, warps) makes every
+`extend_attention_fwd` call that carries a custom mask use that tile; only DDTree's target verify
+passes one, so prefill, decode and the draft keep SGLang's choice. The math per row is the same
+online softmax; the tile only changes how rows are grouped. Opt-in until a GPU run has measured it.
+
+Installed by the spec-v2 worker before the target's attention backend exists: the backend imports
+`extend_attention_fwd` when it is constructed, so it binds the wrapper (0.5.14+ construct the
+speculative worker first; the v1 family captures its graphs earlier, so it is not offered there).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import re
+from typing import Any, Callable
+
+ENV = "DDTREE_VERIFY_TILE"
+_MARK = "_ddtree_verify_tile"
+_SPEC = re.compile(r"M(16|32|64|128)N(16|32|64|128)w(1|2|4|8)")
+# where the Triton extend kernel lives: 0.5.11-0.5.22, then 0.5.23+
+_MODULES = ("sglang.srt.layers.attention.triton_ops.extend_attention", "sglang.kernels.ops.attention.extend_attention")
+
+
+def parse_tile(spec: str) -> tuple[int, int, int]:
+    """`M16N64w4` -> (16, 64, 4); anything else is refused with the accepted form."""
+    m = _SPEC.fullmatch(spec.strip())
+    if m is None:
+        raise ValueError(f"{ENV}={spec!r}: expected M<BLOCK_M>N<BLOCK_N>w<warps> with BLOCK_M and BLOCK_N in "
+                         "16, 32, 64, 128 and warps in 1, 2, 4, 8, e.g. M16N64w4")
+    return int(m[1]), int(m[2]), int(m[3])
+
+
+def _kernel_module() -> Any:
+    for name in _MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if callable(getattr(module, "_get_block_sizes_for_extend_attention", None)):
+            return module
+    raise RuntimeError(f"{ENV} is set, but this SGLang has no Triton extend kernel with a block-size "
+                       f"function in {', '.join(_MODULES)}; unset it")
+
+
+def install(environ: dict[str, str] | None = None) -> tuple[int, int, int] | None:
+    """Wrap the extend kernel's entry point if `DDTREE_VERIFY_TILE` is set (idempotent); returns the tile."""
+    spec = (os.environ if environ is None else environ).get(ENV, "")
+    if not spec:
+        return None
+    tile = parse_tile(spec)
+    module = _kernel_module()
+    original: Callable[..., Any] = module.extend_attention_fwd
+    if getattr(original, _MARK, None) is not None:
+        if getattr(original, _MARK) != tile:
+            raise RuntimeError(f"{ENV}: already installed with tile {getattr(original, _MARK)}, now asked for {tile}")
+        return tile
+    signature = inspect.signature(original)
+
+    def extend_attention_fwd(*args: Any, **kwargs: Any) -> Any:
+        if signature.bind_partial(*args, **kwargs).arguments.get("custom_mask") is None:
+            return original(*args, **kwargs)
+        sizes = module._get_block_sizes_for_extend_attention
+
+        def tiled(lq: int, lv: int) -> tuple[int, ...]:
+            return (*sizes(lq, lv)[:3], *tile)  # (BLOCK_DMODEL, BLOCK_DPE, BLOCK_DV) kept, then M, N, warps
+
+        module._get_block_sizes_for_extend_attention = tiled
+        try:
+            return original(*args, **kwargs)
+        finally:
+            module._get_block_sizes_for_extend_attention = sizes
+
+    setattr(extend_attention_fwd, _MARK, tile)
+    extend_attention_fwd.__wrapped__ = original  # type: ignore[attr-defined]
+    module.extend_attention_fwd = extend_attention_fwd
+    return tile

@@ -188,6 +188,12 @@ CAPTURE = (
     Mutant("the graphed tree stage replays on the first round's features", "patches/tree_stage.py",
            "        entry.features.copy_(features)\n", "",
            ("tests/test_ddtree_round.py::test_graph_replayed_tree_stage_gives_the_eager_rounds",)),
+    Mutant("the verify tile applies to unmasked calls too", "patches/verify_tile.py",
+           '        if signature.bind_partial(*args, **kwargs).arguments.get("custom_mask") is None:\n'
+           "            return original(*args, **kwargs)\n", "", ("tests/test_verify_tile.py",)),
+    Mutant("the verify tile's block-size function is not restored", "patches/verify_tile.py",
+           "            module._get_block_sizes_for_extend_attention = sizes\n", "            pass\n",
+           ("tests/test_verify_tile.py",)),
 )
 
 # Triton paths, interpreted on a CPU against their torch references (slower: one selection each).

@@ -106,7 +106,8 @@ def main() -> None:
     schedule_batch.get_tensor_model_parallel_rank = lambda: 0
     schedule_batch.get_parallel = lambda: SimpleNamespace(tp_rank=0)
     known = dict(
-        server_args=SimpleNamespace(enable_session_radix_cache=False, disaggregation_bootstrap_port=8998),
+        server_args=SimpleNamespace(enable_session_radix_cache=False, disaggregation_bootstrap_port=8998,
+                                    elastic_ep_backend=None),  # 0.5.16 reads it here; 0.5.18+ through get_exec()
         model_config=SimpleNamespace(hf_eos_token_id=None, vocab_size=1000),
         disaggregation_mode=DisaggregationMode.NULL, metrics_reporter=SimpleNamespace(enable_metrics=False),
         tokenizer=None, dllm_config=None, enable_overlap=False, session_controller={},

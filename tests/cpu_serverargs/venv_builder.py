@@ -25,7 +25,17 @@ from typing import Iterator
 HERE = Path(__file__).resolve().parent
 # The releases whose server-arg resolution tests/test_serverargs_behaviour.py probes; any release
 # with a requirements-<version>.txt here gets a venv (the v1 round test uses 0.5.11-0.5.13).
-RELEASES = ("0.5.15", "0.5.18", "0.5.23")
+RELEASES_ENV = "DDTREE_RUNTIME_RELEASES"  # comma-separated: replaces a runtime test's release list locally
+
+
+def runtime_releases(default: tuple[str, ...]) -> tuple[str, ...]:
+    """The releases a CPU runtime test drives: `default` in CI, DDTREE_RUNTIME_RELEASES for a local
+    run on others (any release with a requirements-<version>.txt here)."""
+    chosen = os.environ.get(RELEASES_ENV, "")
+    return tuple(v.strip() for v in chosen.split(",") if v.strip()) or default
+
+
+RELEASES = runtime_releases(("0.5.15", "0.5.18", "0.5.23"))
 STAMP = "ddtree-cpu-venv.json"
 # Installed deliberately at another version than the release pins: the CPU build on local disk.
 NOT_FROM_RELEASE = frozenset({"torch"})

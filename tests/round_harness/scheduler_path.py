@@ -123,6 +123,10 @@ class SchedulerUnderTest(scheduler_module.Scheduler):
         self.disaggregation_mode = scheduler_module.DisaggregationMode.NULL
         self.enable_pdmux = False
         self.enable_unified_memory = False
+        # 0.5.19 / 0.5.20 check self.ps.pp_size == 1 before copying the result to the host (0.5.21+
+        # ask get_parallel()): one rank, no pipeline.
+        self.ps = types.SimpleNamespace(pp_size=1, pp_rank=0, tp_size=1, tp_rank=0, attn_tp_rank=0, attn_cp_rank=0,
+                                        dp_rank=None, dp_size=1)
         self._confidence_budget_prepare = None
         self.pp_group = types.SimpleNamespace(is_last_rank=True, is_first_rank=True, world_size=1)
         self.future_map = FutureMap()

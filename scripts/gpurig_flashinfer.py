@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import csv
 import hashlib
+import io
 import posixpath
 import re
 import shutil
@@ -147,10 +149,18 @@ def data_closure(files: dict[str, bytes], seeds: list[str]) -> tuple[set[str], l
     return seen, notes
 
 
-def record_line(name: str, data: bytes) -> str:
-    """One RECORD row (PEP 376 / wheel spec)."""
+def record_row(name: str, data: bytes) -> list[str]:
+    """One RECORD row (PEP 376 / wheel spec): name, hash, size."""
     digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{name},sha256={digest},{len(data)}"
+    return [name, f"sha256={digest}", str(len(data))]
+
+
+def record_text(rows: list[list[str]], record: str) -> str:
+    """The RECORD file: the rows, then RECORD's own hashless row, as csv (pip reads it with the csv
+    module, so a name with a comma, such as SGLang's MoE tuning configs, must be quoted)."""
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows([*rows, [record, "", ""]])
+    return text.getvalue()
 
 
 def aot_modules(cache: Path, names: list[str]) -> dict[str, bytes]:
@@ -199,14 +209,14 @@ def slim_wheel(src: Path, outdir: Path, seeds: list[str], aot: dict[str, bytes] 
             f"#include closure of data/csrc/{{{','.join(seeds)}}} is kept ({areas}); compiled modules in "
             f"data/aot: {sorted(n.split('/')[-1] for n in aot)}.\n").encode()
     out = outdir / src.name.replace(f"-{ver}-", f"-{slim}-")
-    records: list[str] = []
+    records: list[list[str]] = []
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
         def put(name: str, data: bytes, like: zipfile.ZipInfo | None) -> None:
             zi = zipfile.ZipInfo(name, date_time=like.date_time if like else (2020, 1, 1, 0, 0, 0))
             zi.external_attr = like.external_attr if like else 0o644 << 16
             zi.compress_type = zipfile.ZIP_DEFLATED
             zout.writestr(zi, data)
-            records.append(record_line(name, data))
+            records.append(record_row(name, data))
         for info in (i for i in kept if not i.filename.startswith(old_di)):
             put(info.filename, files[info.filename], info)
         put(DATA + "SLIMMED.txt", note, None)
@@ -217,8 +227,7 @@ def slim_wheel(src: Path, outdir: Path, seeds: list[str], aot: dict[str, bytes] 
             if info.filename.endswith("/METADATA"):
                 data = data.replace(f"\nVersion: {ver}\n".encode(), f"\nVersion: {slim}\n".encode(), 1)
             put(new_di + info.filename[len(old_di):], data, info)
-        records.append(f"{new_di}RECORD,,")
-        zout.writestr(new_di + "RECORD", "\n".join(records) + "\n")
+        zout.writestr(new_di + "RECORD", record_text(records, new_di + "RECORD"))
     lines = [f"{out.name}: {out.stat().st_size} bytes (from {src.stat().st_size}); kept {len(kept)} of "
              f"{len(infos)} files; data/ closure by area: {dict(sorted(areas.items()))}; "
              f"{len(aot)} AOT modules ({sum(map(len, aot.values()))} bytes before compression)"] + notes

@@ -15,14 +15,12 @@ Running it again on a slimmed wheel drops nothing more and writes the same wheel
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import sys
 import zipfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpurig_flashinfer import CHECKOUT, LIMIT, record_line, tree_bytes  # noqa: E402
+from gpurig_flashinfer import CHECKOUT, LIMIT, record_row, record_text, tree_bytes  # noqa: E402
 
 DROP = ("sglang/multimodal_gen/", "sglang/srt/grpc/")
 NOTE = "DDTREE_PATCH_SLIMMED"
@@ -50,17 +48,14 @@ def slim(src: Path, out: Path, drop: tuple[str, ...] = DROP) -> tuple[int, int]:
             for info in kept:
                 data = zin.read(info)
                 zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
-                rows.append(record_line(info.filename, data).rsplit(",", 2))
+                rows.append(record_row(info.filename, data))
             note = ("dropped by ddtree-patch scripts/gpurig_slim_sglang.py (not imported by a text-model "
                     f"engine): {', '.join(drop)}\n").encode()
             zi = zipfile.ZipInfo(dist_info + NOTE, date_time=(2020, 1, 1, 0, 0, 0))
             zi.external_attr = 0o644 << 16
             zout.writestr(zi, note, compress_type=zipfile.ZIP_DEFLATED)
-            rows.append(record_line(zi.filename, note).rsplit(",", 2))
-            rows.append([record, "", ""])
-            text = io.StringIO()
-            csv.writer(text, lineterminator="\n").writerows(rows)  # quotes the names with commas (MoE configs)
-            zout.writestr(zin.getinfo(record), text.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
+            rows.append(record_row(zi.filename, note))
+            zout.writestr(zin.getinfo(record), record_text(rows, record), compress_type=zipfile.ZIP_DEFLATED)
     return len(gone), sum(i.file_size for i in gone)
 
 

@@ -61,10 +61,10 @@ def install(environ: dict[str, str] | None = None) -> tuple[int, int, int] | Non
         if getattr(original, _MARK) != tile:
             raise RuntimeError(f"{ENV}: already installed with tile {getattr(original, _MARK)}, now asked for {tile}")
         return tile
-    signature = inspect.signature(original)
+    at = list(inspect.signature(original).parameters).index("custom_mask")  # once: every layer calls this
 
     def extend_attention_fwd(*args: Any, **kwargs: Any) -> Any:
-        if signature.bind_partial(*args, **kwargs).arguments.get("custom_mask") is None:
+        if kwargs.get("custom_mask", args[at] if len(args) > at else None) is None:
             return original(*args, **kwargs)
         sizes = module._get_block_sizes_for_extend_attention
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from packaging.version import Version
 
 from tests.cpu_serverargs.venv_builder import ensure_venv, runtime_releases
 from tests.sglang_releases import install_release, release_metadata
@@ -116,7 +117,7 @@ def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verif
 def test_the_pre_contract_worker_fails_there(patched: Patched, tmp_path: Path) -> None:
     """The worker as it was before (entry point taking only `on_publish`): refused by the contract
     check at creation, and, driven anyway, broken by the release's own call (0.5.19 on: 0.5.23 in CI)."""
-    if tuple(map(int, patched.version.split(".")[:3])) < (0, 5, 19):
+    if Version(patched.version) < Version("0.5.19"):
         pytest.skip("0.5.19 on passes pp_proxy_tensors= on the plain path")
     site = tmp_path / "site"
     shutil.copytree(patched.site, site, symlinks=True)

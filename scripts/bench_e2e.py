@@ -33,6 +33,9 @@ import bench_report  # noqa: E402
 import gpu_matrix  # noqa: E402
 import stdlib_corpus  # noqa: E402
 
+sys.path.insert(0, str(HERE.parent))
+from patches import verify_tile  # noqa: E402  (the tile's syntax, as the engines parse it)
+
 BUDGETS = (4, 8, 16, 32, 64)
 RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE")  # opt-in runtime paths, read by the engines
 BATCHES = (1, 8, 32)
@@ -95,6 +98,7 @@ BIG_TARGET = dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, 
                   attention_bias=False, model_type="qwen3", torch_dtype="bfloat16", bos_token_id=None,
                   eos_token_id=0, pad_token_id=0)
 BIG_BLOCK = 16
+PAIR_TOKENIZER = (4096, 12_000_000)  # train_pair.py's default vocab and tokenizer_chars: the same prompts
 
 
 def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
@@ -115,9 +119,12 @@ def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
     return target, draft
 
 
-def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",)) -> list[dict]:
+def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
+                tiles: tuple[str, ...] = ()) -> list[dict]:
     """DFLASH and DDTREE on the 8B shape, per attention backend (names `8b_dflash`, `8b_ddtree` on
-    triton; `8b_dflash_<backend>`, `8b_ddtree_<backend>` on the others)."""
+    triton; `8b_dflash_<backend>`, `8b_ddtree_<backend>` on the others), and on triton one more DDTREE
+    per verify tile (`8b_ddtree_tile_<tile>`, DDTREE_VERIFY_TILE in that engine: variant `tile <tile>`);
+    DFLASH verifies without a mask, so the tile would not change it."""
     target, draft = write_big_shape(root, pair)
     # no detokenizing: a random 8B model emits ids far beyond the borrowed tokenizer's 4096
     spec = dict(speculative_draft_model_path=str(draft), load_format="dummy", skip_tokenizer_init=True)
@@ -128,6 +135,9 @@ def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",))
                       "extra": dict(spec, speculative_algorithm="DFLASH")},
                      {"name": f"8b_ddtree{tail}", "algo": "DDTREE", "budget": BIG_BLOCK - 1,
                       "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=BIG_BLOCK - 1)}]
+        if backend == "triton":
+            pair_cfgs += [dict(pair_cfgs[1], name=f"8b_ddtree_tile_{t}", variant=f"tile {t}",
+                               env={"DDTREE_VERIFY_TILE": t}, extra=dict(pair_cfgs[1]["extra"])) for t in tiles]
         for c in pair_cfgs:
             c["engine"] = engine_kwargs(str(target), str(target), max_bs=max(BIG_BATCHES), tokens=40000,
                                         extra=dict(c.pop("extra"), attention_backend=backend))
@@ -265,6 +275,16 @@ def prompts_from(pair: Path, count: int, length: int) -> list[list[int]]:
     return [stream[i * step: i * step + length] for i in range(count)]
 
 
+def tokenizer_only_pair(root: Path) -> Path:
+    """What the 8B-shape phase alone needs of a pair: its tokenizer (the prompts' ids, the model
+    folders' tokenizer files). Trained as train_pair.py trains it (the same prompts); no models, so a big-only
+    call on a cold machine does not spend minutes training a pair it never serves."""
+    if not (root / "target" / "tokenizer.json").is_file():
+        tok = stdlib_corpus.train_tokenizer(stdlib_corpus.load().train, PAIR_TOKENIZER[0], PAIR_TOKENIZER[1])
+        stdlib_corpus.save_tokenizer(tok, root / "target")
+    return root
+
+
 class Bench:
     def __init__(self, a, workers: dict[str, Worker], prompts: list[list[int]], log) -> None:
         self.a, self.workers, self.prompts, self.log = a, workers, prompts, log
@@ -337,11 +357,11 @@ class Bench:
         cfg = {n: self.workers[n].cfg for n in names}
         if len(names) < 2:
             return False
-        for b in BIG_BATCHES:  # warm-up
+        for b in self.a.big_batches:  # warm-up
             for n in names:
                 self.call(n, {"id": "warm", "prompts": self.prompts[:b], "temperature": 0, "max_new": 8})
         for rep in range(self.a.big_repeats):
-            for b in BIG_BATCHES:
+            for b in self.a.big_batches:
                 for n in names[rep % len(names):] + names[:rep % len(names)]:
                     if self.left() < 15:
                         return False
@@ -351,7 +371,7 @@ class Bench:
                     if pre is None or full is None or not max(full["verify_ct"]):
                         continue
                     self.records.append({"phase": "big", "config": n, "algo": cfg[n]["algo"], "batch": b,
-                                         "backend": cfg[n].get("backend", "triton"),
+                                         "backend": cfg[n].get("backend", "triton"), "variant": cfg[n].get("variant"),
                                          "repeat": rep, "seconds": full["seconds"], "prefill_seconds": pre["seconds"],
                                          "rounds": max(full["verify_ct"]), "tokens": full["completion_tokens"],
                                          "verify_ct": full["verify_ct"]})
@@ -431,6 +451,11 @@ def main() -> None:
                          "CUDA graph), beside the eager ones")
     ap.add_argument("--big-backends", nargs="+", default=["triton"], choices=["triton", "flashinfer"],
                     help="attention backends of the 8B-shape phase (each gets its DFLASH and DDTREE engine)")
+    ap.add_argument("--big-verify-tiles", nargs="*", default=[], metavar="TILE",
+                    help="also run the 8B-shape DDTREE on triton with DDTREE_VERIFY_TILE=TILE (e.g. M16N64w4), "
+                         "one engine per tile, beside the default tile")
+    ap.add_argument("--big-batches", nargs="+", type=int, default=list(BIG_BATCHES),
+                    help=f"batch sizes of the 8B-shape phase (default {' '.join(map(str, BIG_BATCHES))})")
     ap.add_argument("--phases", default="pair0,pair1,big",
                     help="comma list, run in this order: pair0 (trained pair, T=0), pair1 (T=1), big (8B shape)")
     ap.add_argument("--worker", type=Path, default=HERE / "bench_worker.py",
@@ -445,22 +470,34 @@ def main() -> None:
     def log(msg: str) -> None:
         print(f"[{time.time() - a.t0:6.1f}s] {msg}", flush=True)
 
-    for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):
-        if not (a.pair / f).is_file():
-            raise SystemExit(f"{a.pair / f} missing: run scripts/train_pair.py {a.pair} first")
     if a.repeats < 1 or a.big_repeats < 1:
         raise SystemExit("--repeats and --big-repeats must be >= 1")
+    if not set(a.big_batches) <= set(BIG_BATCHES):
+        raise SystemExit(f"--big-batches takes sizes from {' '.join(map(str, BIG_BATCHES))} (the engines' capacity)")
+    for t in a.big_verify_tiles:
+        try:
+            verify_tile.parse_tile(t)
+        except ValueError as e:
+            raise SystemExit(f"--big-verify-tiles: {e}") from None
+    pair_wanted = bool({"pair0", "pair1"} & set(wanted))
+    if pair_wanted:
+        for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):
+            if not (a.pair / f).is_file():
+                raise SystemExit(f"{a.pair / f} missing: run scripts/train_pair.py {a.pair} first")
+    elif not (a.pair / "target" / "tokenizer.json").is_file():
+        a.pair = tokenizer_only_pair(a.work / "tokenizer-only")
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
-    cfgs = (pair_configs(a.pair, tuple(a.graph_stage_budgets)) if {"pair0", "pair1"} & set(wanted) else []) + \
-        (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends)) if "big" in wanted else [])
+    cfgs = (pair_configs(a.pair, tuple(a.graph_stage_budgets)) if pair_wanted else []) + \
+        (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles))
+         if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)
     bench = Bench(a, workers, prompts, log)
     bench.failures += start_failures
     meta = {"machine": machine(), "torch": version("torch"), "sglang": version("sglang"), "started": started,
             "command": command_line(os.environ, sys.argv[1:]),
-            "method": METHOD, "pair": pair_notes(a.pair),
+            "method": METHOD, "pair": pair_notes(a.pair) if pair_wanted else [],
             "big": [f"Qwen3-8B shape ({BIG_TARGET['num_hidden_layers']} layers, hidden {BIG_TARGET['hidden_size']}, "
                     f"vocab {BIG_TARGET['vocab_size']}), random weights from SGLang's `load_format=dummy` (built on "
                     f"the GPU), a 5-layer DFlash draft (block {BIG_BLOCK}, also dummy). DFLASH verifies {BIG_BLOCK} "

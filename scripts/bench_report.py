@@ -94,21 +94,23 @@ def pair_rows(records: list[dict]) -> list[dict]:
 
 
 def big_rows(records: list[dict]) -> list[dict]:
-    """Per (attention backend, batch): DFLASH and DDTREE ms / round, their paired ratios, acceptance."""
-    big = [dict(r, backend=r.get("backend", "triton")) for r in records if r["phase"] == "big"]
-    groups = _by(big, "backend", "batch", "algo")
+    """Per (attention backend, DDTREE variant, batch): DFLASH and DDTREE ms / round, their paired
+    ratios, acceptance. A variant (a verify tile) is DDTREE's alone: it pairs with the backend's DFLASH."""
+    big = [dict(r, backend=r.get("backend", "triton"), variant=r.get("variant")) for r in records if r["phase"] == "big"]
+    groups = _by(big, "backend", "batch", "algo", "variant")
+    keys = {(r["backend"], r["variant"], r["batch"]) for r in big if r["algo"] == "DDTREE"} | \
+        {(r["backend"], None, r["batch"]) for r in big}
     rows = []
-    for backend, batch in sorted({(r["backend"], r["batch"]) for r in big}, key=lambda k: (k[0] != "triton", k)):  # triton first
-        d, t = groups.get((backend, batch, "DFLASH"), []), groups.get((backend, batch, "DDTREE"), [])
-
-        prefill = {algo: statistics.median(r["prefill_seconds"] for r in recs) for algo, recs in (("DFLASH", d), ("DDTREE", t)) if recs}
+    for backend, variant, batch in sorted(keys, key=lambda k: (k[0] != "triton", k[0], k[1] or "", k[2])):  # triton, default first
+        d, t = groups.get((backend, batch, "DFLASH", None), []), groups.get((backend, batch, "DDTREE", variant), [])
+        prefill = {recs[0]["config"]: statistics.median(r["prefill_seconds"] for r in recs) for recs in (d, t) if recs}
 
         def ms(rec):
             # The median prefill of this config and batch, not the one sample beside the run: one
             # slow prefill call (a scheduler hiccup) would otherwise make a round negative.
-            return 1000 * (rec["seconds"] - prefill[rec["algo"]]) / rec["rounds"]
+            return 1000 * (rec["seconds"] - prefill[rec["config"]]) / rec["rounds"]
 
-        rows.append({"backend": backend, "batch": batch, "dflash_ms": [ms(r) for r in d],
+        rows.append({"backend": backend, "variant": variant, "batch": batch, "dflash_ms": [ms(r) for r in d],
                      "ddtree_ms": [ms(r) for r in t], "ratio": paired_ratios(t, d, ms),
                      "dflash_accept": [a for a in map(accepted_per_round, d) if a],
                      "ddtree_accept": [a for a in map(accepted_per_round, t) if a]})
@@ -139,13 +141,14 @@ def goals(prows: list[dict], brows: list[dict]) -> list[str]:
         med = statistics.median(best["vs_dflash"])
         out.append(f"- DDTREE tokens/s vs DFLASH at batch {batch}, T=0: best budget {best['budget']} "
                    f"at {fmt(best['vs_dflash'])}x; goal > 1: **{'PASS' if med > 1 else 'MISS'}**")
-    for backend in dict.fromkeys(r["backend"] for r in brows):  # big_rows' order
-        ratios_big = [(r["batch"], statistics.median(r["ratio"])) for r in brows if r["ratio"] and r["backend"] == backend]
+    for backend, variant in dict.fromkeys((r["backend"], r["variant"]) for r in brows):  # big_rows' order
+        ratios_big = [(r["batch"], statistics.median(r["ratio"])) for r in brows
+                      if r["ratio"] and (r["backend"], r["variant"]) == (backend, variant)]
         if not ratios_big:
             continue
         worst = max(ratios_big, key=lambda x: x[1])
         ok = worst[1] <= GOAL_ROUND_RATIO
-        out.append(f"- 8B shape round time DDTREE / DFLASH at equal verify width ({backend} attention): worst "
+        out.append(f"- 8B shape round time DDTREE / DFLASH at equal verify width ({big_label(backend, variant)}): worst "
                    f"{worst[1]:.2f} at batch {worst[0]}; goal <= {GOAL_ROUND_RATIO} at every batch: "
                    f"**{'PASS' if ok else 'MISS'}**")
     if not any(r["ratio"] for r in brows):
@@ -189,11 +192,15 @@ def pair_table(rows: list[dict], temperature: float) -> list[str]:
     return lines
 
 
+def big_label(backend: str, variant: str | None) -> str:
+    return f"{backend} attention" + (f", DDTREE verify {variant}" if variant else "")
+
+
 def big_table(rows: list[dict]) -> list[str]:
     lines = ["| backend | batch | DFLASH ms / round | DDTREE ms / round | DDTREE / DFLASH | accepted / round DFLASH | DDTREE |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['backend']} | {r['batch']} | {fmt(r['dflash_ms'])} | {fmt(r['ddtree_ms'])} | {fmt(r['ratio'])} | "
+        lines.append(f"| {r['backend'] + (', ' + r['variant'] if r['variant'] else '')} | {r['batch']} | {fmt(r['dflash_ms'])} | {fmt(r['ddtree_ms'])} | {fmt(r['ratio'])} | "
                      f"{fmt(r['dflash_accept'])} | {fmt(r['ddtree_accept'])} |")
     return lines
 

@@ -31,7 +31,8 @@ def cfg(name: str, algo: str, budget=None, phase="pair", **fake) -> dict:
 
 def bench(tmp_path: Path, cfgs: list[dict], deadline_s: float = 120.0):
     workers, failures = bench_e2e.start_all(cfgs, tmp_path, 30, lambda m: None, script=FAKE)
-    args = Namespace(t0=time.time(), deadline_s=deadline_s, repeats=3, big_repeats=2, max_new=17, big_max_new=9)
+    args = Namespace(t0=time.time(), deadline_s=deadline_s, repeats=3, big_repeats=2, max_new=17, big_max_new=9,
+                     big_batches=list(bench_e2e.BIG_BATCHES))
     b = bench_e2e.Bench(args, workers, PROMPTS, lambda m: None)
     b.failures += failures
     return b
@@ -256,6 +257,45 @@ def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path)
     assert any("(flashinfer attention): worst 2.00" in x and "MISS" in x for x in lines)
 
 
+def test_a_verify_tile_is_one_more_ddtree_engine_paired_with_the_same_dflash(tmp_path: Path) -> None:
+    """--big-verify-tiles M16N64w4: a third triton engine with DDTREE_VERIFY_TILE in its own
+    environment; its rows and goal line pair it with triton's DFLASH, apart from the default DDTREE."""
+    pair = tmp_path / "pair"
+    (pair / "target").mkdir(parents=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (pair / "target" / f).write_text("{}")
+    cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton", "flashinfer"), ("M16N64w4",))
+    assert [(c["name"], c.get("variant"), c.get("env")) for c in cfgs] == [
+        ("8b_dflash", None, None), ("8b_ddtree", None, None),
+        ("8b_ddtree_tile_M16N64w4", "tile M16N64w4", {"DDTREE_VERIFY_TILE": "M16N64w4"}),
+        ("8b_dflash_flashinfer", None, None), ("8b_ddtree_flashinfer", None, None)]
+    assert cfgs[2]["engine"] == cfgs[1]["engine"]  # only the environment differs
+
+    def rec(config, algo, seconds, variant=None):
+        return {"phase": "big", "config": config, "algo": algo, "batch": 8, "repeat": 0, "backend": "triton",
+                "variant": variant, "seconds": seconds, "prefill_seconds": 0.0, "rounds": 10, "verify_ct": [10],
+                "tokens": [64]}
+
+    rows = bench_report.big_rows([rec("8b_dflash", "DFLASH", 0.1), rec("8b_ddtree", "DDTREE", 0.12),
+                                  rec("8b_ddtree_tile_M16N64w4", "DDTREE", 0.105, "tile M16N64w4")])
+    assert [(r["variant"], r["ratio"]) for r in rows] == [(None, [pytest.approx(1.2)]),
+                                                           ("tile M16N64w4", [pytest.approx(1.05)])]
+    assert rows[1]["dflash_ms"] == rows[0]["dflash_ms"]
+    lines = bench_report.goals([], rows)
+    assert any("(triton attention): worst 1.20" in x and "MISS" in x for x in lines)
+    assert any("(triton attention, DDTREE verify tile M16N64w4): worst 1.05" in x and "PASS" in x for x in lines)
+    assert "| triton, tile M16N64w4 | 8 |" in "\n".join(bench_report.big_table(rows))
+
+
+@pytest.mark.parametrize("argv, why", [(["--big-verify-tiles", "M24N64w4"], "expected M<BLOCK_M>"),
+                                       (["--big-batches", "3"], "--big-batches takes")])
+def test_bad_big_options_are_refused(tmp_path: Path, monkeypatch, argv: list[str], why: str) -> None:
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path), "--phases", "big",
+                                      "--out", str(tmp_path / "o"), *argv])
+    with pytest.raises(SystemExit, match=why):
+        bench_e2e.main()
+
+
 @pytest.mark.parametrize("missing", ["manifest.json", "draft/model.safetensors"])
 def test_missing_pair_fails_loudly(tmp_path: Path, missing: str, monkeypatch) -> None:
     for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):
@@ -265,6 +305,35 @@ def test_missing_pair_fails_loudly(tmp_path: Path, missing: str, monkeypatch) ->
     monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path), "--out", str(tmp_path / "o")])
     with pytest.raises(SystemExit, match="missing: run scripts/train_pair.py"):
         bench_e2e.main()
+
+
+def test_the_8b_phase_alone_trains_only_a_tokenizer(tmp_path: Path, monkeypatch) -> None:
+    """A big-only call on a cold machine has no pair: it gets train_pair's tokenizer, not a
+    'missing pair' exit (the 8B shape's weights are dummies)."""
+    trained = []
+    monkeypatch.setattr(bench_e2e.stdlib_corpus, "load", lambda: Namespace(train=["x = 1"]))
+    monkeypatch.setattr(bench_e2e.stdlib_corpus, "train_tokenizer",
+                        lambda texts, vocab, chars: trained.append((vocab, chars)) or "tok")
+    monkeypatch.setattr(bench_e2e.stdlib_corpus, "save_tokenizer",
+                        lambda tok, path: (path.mkdir(parents=True), (path / "tokenizer.json").write_text(tok)))
+    root = bench_e2e.tokenizer_only_pair(tmp_path / "t")
+    assert bench_e2e.tokenizer_only_pair(tmp_path / "t") == root
+    assert trained == [bench_e2e.PAIR_TOKENIZER]  # once, with train_pair's vocab and text length
+    assert (root / "target" / "tokenizer.json").read_text() == "tok"
+
+    reached = []
+
+    def stop(pair, count, length):
+        reached.append(pair)
+        raise SystemExit("prompts")
+
+    monkeypatch.setattr(bench_e2e, "tokenizer_only_pair", lambda root: root)
+    monkeypatch.setattr(bench_e2e, "prompts_from", stop)
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path / "none"), "--phases", "big",
+                                      "--out", str(tmp_path / "o"), "--work", str(tmp_path / "w")])
+    with pytest.raises(SystemExit, match="prompts"):
+        bench_e2e.main()
+    assert reached == [tmp_path / "w" / "tokenizer-only"]
 
 
 def _cli(engine: dict) -> list[str]:

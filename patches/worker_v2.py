@@ -145,7 +145,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
                 "order DDTREE does not support."
             )
         install_tree_mask_capture()
-        install_verify_tile()  # opt-in (DDTREE_VERIFY_TILE): before the target's attention backend binds the kernel
+        install_verify_tile()  # the tree-verify tile (DDTREE_VERIFY_TILE): before the target's attention backend binds the kernel
         block = int(resolved.speculative_dflash_block_size or resolved.speculative_num_draft_tokens)
         width = int(resolved.speculative_num_draft_tokens)
         with published_width(block):

@@ -452,8 +452,8 @@ def main() -> None:
     ap.add_argument("--big-backends", nargs="+", default=["triton"], choices=["triton", "flashinfer"],
                     help="attention backends of the 8B-shape phase (each gets its DFLASH and DDTREE engine)")
     ap.add_argument("--big-verify-tiles", nargs="*", default=[], metavar="TILE",
-                    help="also run the 8B-shape DDTREE on triton with DDTREE_VERIFY_TILE=TILE (e.g. M16N64w4), "
-                         "one engine per tile, beside the default tile")
+                    help="also run the 8B-shape DDTREE on triton with DDTREE_VERIFY_TILE=TILE (e.g. M32N64w4, or "
+                         "sglang for SGLang's own tile), one engine per tile, beside the default")
     ap.add_argument("--big-batches", nargs="+", type=int, default=list(BIG_BATCHES),
                     help=f"batch sizes of the 8B-shape phase (default {' '.join(map(str, BIG_BATCHES))})")
     ap.add_argument("--phases", default="pair0,pair1,big",
@@ -474,7 +474,7 @@ def main() -> None:
         raise SystemExit("--repeats and --big-repeats must be >= 1")
     if not set(a.big_batches) <= set(BIG_BATCHES):
         raise SystemExit(f"--big-batches takes sizes from {' '.join(map(str, BIG_BATCHES))} (the engines' capacity)")
-    for t in a.big_verify_tiles:
+    for t in (t for t in a.big_verify_tiles if t != verify_tile.KEEP_SGLANG):
         try:
             verify_tile.parse_tile(t)
         except ValueError as e:

@@ -122,3 +122,25 @@ def test_a_malformed_tile_is_refused_with_the_accepted_form(spec: str) -> None:
     with pytest.raises(ValueError, match=r"expected M<BLOCK_M>N<BLOCK_N>w<warps> .* e\.g\. M16N64w4"):
         vt.parse_tile(spec)
     assert vt.parse_tile(" M16N64w4 ") == (16, 64, 4)
+
+
+def _module():
+    import importlib.util
+
+    loader = importlib.util.spec_from_file_location("verify_tile", REPO / "patches" / "verify_tile.py")
+    vt = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(vt)  # type: ignore[union-attr]
+    return vt
+
+
+@pytest.mark.parametrize("environ, capability, chosen", [
+    ({}, (9, 0), "M16N64w4"),  # Hopper: the tile measured on the H200
+    ({}, (8, 0), ""),  # not measured elsewhere: SGLang's tile
+    ({}, None, ""),  # no CUDA device
+    ({"DDTREE_VERIFY_TILE": "M32N64w4"}, (9, 0), "M32N64w4"),
+    ({"DDTREE_VERIFY_TILE": "M32N64w4"}, (8, 9), "M32N64w4"),
+    ({"DDTREE_VERIFY_TILE": "sglang"}, (9, 0), ""),
+    ({"DDTREE_VERIFY_TILE": " "}, (9, 0), "M16N64w4"),
+])
+def test_the_tile_is_the_measured_default_unless_the_variable_says_otherwise(environ, capability, chosen) -> None:
+    assert _module().chosen_spec(environ, capability) == chosen

@@ -194,6 +194,8 @@ CAPTURE = (
     Mutant("the verify tile's block-size function is not restored", "patches/verify_tile.py",
            "            module._get_block_sizes_for_extend_attention = sizes\n", "            pass\n",
            ("tests/test_verify_tile.py",)),
+    Mutant("the measured verify tile is not the Hopper default", "patches/verify_tile.py",
+           'DEFAULT_TILES = {(9, 0): "M16N64w4"}', "DEFAULT_TILES = {}", ("tests/test_verify_tile.py",)),
 )
 
 # Triton paths, interpreted on a CPU against their torch references (slower: one selection each).

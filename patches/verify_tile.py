@@ -64,7 +64,7 @@ def chosen_spec(environ: Mapping[str, str], capability: tuple[int, int] | None) 
     spec = environ.get(ENV, "").strip()
     if spec:
         return "" if spec == KEEP_SGLANG else spec
-    return DEFAULT_TILES.get(capability, "") if capability else ""
+    return DEFAULT_TILES.get(capability, "")  # type: ignore[arg-type]
 
 
 def _capability() -> tuple[int, int] | None:

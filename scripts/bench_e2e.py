@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 from patches import verify_tile  # noqa: E402  (the tile's syntax, as the engines parse it)
 
 BUDGETS = (4, 8, 16, 32, 64)
-RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE")  # opt-in runtime paths, read by the engines
+RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE")  # runtime switches, read by the engines
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [

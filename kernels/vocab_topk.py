@@ -32,9 +32,10 @@ import triton.language as tl
 
 GROUP = 32  # logits per group (the unit of the last narrowing)
 SUPER = 16  # groups per super-group (the unit of the second narrowing)
-SCAN_WARPS = 8  # one super-group per warp: a scan tile = 8 * 16 * 32 = 4096 logits
+SCAN_WARPS = 8  # warps per scan program
+SCAN_SUPERS = 8  # super-groups per scan tile (one per warp): a tile = 8 * 16 * 32 = 4096 logits
 PROGRAMS_PER_SM = 8  # scan programs per SM the row splitting aims at
-TILE = SCAN_WARPS * SUPER * GROUP
+TILE = SCAN_SUPERS * SUPER * GROUP
 STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
 
 
@@ -205,12 +206,42 @@ def _default_splits(rows: int, device: torch.device, programs_per_sm: int) -> in
     return triton.cdiv(programs_per_sm * _sm_count(device), max(rows, 1))
 
 
+class ScanParts(NamedTuple):
+    """What the scan hands the select: group / super-group maxima and per-program (max, sum-exp)."""
+
+    gmax: torch.Tensor  # [rows, groups padded to whole tiles], the logits' dtype
+    smax: torch.Tensor  # [rows, super-groups padded to whole tiles]
+    part_m: torch.Tensor  # fp32 [rows, splits]
+    part_s: torch.Tensor
+
+
+def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int = SCAN_WARPS,
+               programs_per_sm: int = PROGRAMS_PER_SM, scan_supers: int | None = None) -> ScanParts:
+    """The streaming read of contiguous `[rows, V]` logits (stage 1 alone, timed apart by the benchmark)."""
+    rows, vocab = logits.shape
+    dev = logits.device
+    spt = scan_supers or scan_warps
+    n_tiles = triton.cdiv(vocab, spt * SUPER * GROUP)
+    splits = max(1, min(n_tiles, splits or _default_splits(rows, dev, programs_per_sm)))
+    per_split = triton.cdiv(n_tiles, splits)
+    splits = triton.cdiv(n_tiles, per_split)
+    parts = ScanParts(torch.empty((rows, n_tiles * spt * SUPER), dtype=logits.dtype, device=dev),
+                      torch.empty((rows, n_tiles * spt), dtype=logits.dtype, device=dev),
+                      torch.empty((rows, splits), dtype=torch.float32, device=dev),
+                      torch.empty((rows, splits), dtype=torch.float32, device=dev))
+    _scan_kernel[(rows, splits)](logits, *parts, vocab, n_tiles, per_split, splits,
+                                 GROUP=GROUP, SUPER=SUPER, SPT=spt, num_warps=scan_warps)
+    return parts
+
+
 def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
-                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM) -> TopKParts:
+                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM,
+                      scan_supers: int | None = None) -> TopKParts:
     """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `topk_parts_torch`.
 
-    `splits` (programs per row; default from `programs_per_sm`) and `scan_warps` (a power of two,
-    = super-groups per scan tile) only tune the speed."""
+    `splits` (programs per row; default from `programs_per_sm`), `scan_warps` (warps per scan
+    program) and `scan_supers` (super-groups per scan tile, a power of two; default `scan_warps`,
+    one per warp; more keep more loads in flight per thread) only tune the speed."""
     _check(draft_logits, k)
     if k > STREAM_MAX_K:
         raise ValueError(f"k={k} exceeds the streaming kernel's {STREAM_MAX_K}")
@@ -223,21 +254,12 @@ def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
     lse = torch.empty((bs, depth), dtype=torch.float32, device=dev)
     if rows == 0:
         return TopKParts(vals, tok, lse)
-    spt = scan_warps
-    n_tiles = triton.cdiv(vocab, spt * SUPER * GROUP)
-    splits = max(1, min(n_tiles, splits or _default_splits(rows, dev, programs_per_sm)))
-    per_split = triton.cdiv(n_tiles, splits)
-    splits = triton.cdiv(n_tiles, per_split)
-    gmax = torch.empty((rows, n_tiles * spt * SUPER), dtype=logits.dtype, device=dev)
-    smax = torch.empty((rows, n_tiles * spt), dtype=logits.dtype, device=dev)
-    part_m = torch.empty((rows, splits), dtype=torch.float32, device=dev)
-    part_s = torch.empty((rows, splits), dtype=torch.float32, device=dev)
-    _scan_kernel[(rows, splits)](logits, gmax, smax, part_m, part_s, vocab, n_tiles, per_split, splits,
-                                 GROUP=GROUP, SUPER=SUPER, SPT=spt, num_warps=spt)
+    scan = scan_stage(logits.view(rows, vocab), splits, scan_warps, programs_per_sm, scan_supers)
+    splits = scan.part_m.shape[1]
     kp = max(2, triton.next_power_of_2(k))  # tl.topk needs k >= 2
     n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
-    _select_kernel[(rows,)](logits, gmax, smax, part_m, part_s, vals, tok, lse, vocab, k, gmax.shape[1],
-                            smax.shape[1], splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
+    _select_kernel[(rows,)](logits, *scan, vals, tok, lse, vocab, k, scan.gmax.shape[1],
+                            scan.smax.shape[1], splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
                             NSP=max(kp, triton.next_power_of_2(n_supers)),
                             SPLP=max(64, triton.next_power_of_2(splits)),  # one compiled variant for most shapes
                             num_warps=4 if kp <= 64 else 8)
@@ -245,10 +267,10 @@ def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
 
 
 def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
-                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM
-                      ) -> tuple[torch.Tensor, torch.Tensor]:
+                      scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM,
+                      scan_supers: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """`topk_parts_stream` normalised."""
-    return log_probs(topk_parts_stream(draft_logits, k, splits, scan_warps, programs_per_sm))
+    return log_probs(topk_parts_stream(draft_logits, k, splits, scan_warps, programs_per_sm, scan_supers))
 
 
 def topk_parts_triton(draft_logits: torch.Tensor, k: int) -> TopKParts:

@@ -7,8 +7,9 @@ their samples (A, B, A, B, ...) so both see the same clocks and neighbours.
 
 Sections (`--sections`, all by default):
 - topk: vocab top-K + log-sum-exp, torch.topk + Triton LSE (old) vs the streaming kernel (new).
-- topk-tune: the streaming kernel's launch settings (scan warps x programs per SM) at the largest
-  batch, fastest first (the defaults are 8 warps, 8 programs per SM).
+- topk-tune: the streaming kernel's launch settings (scan warps x super-groups per tile x programs
+  per SM) at the largest batch, fastest first (the defaults are 8 warps, 8 super-groups, 8
+  programs per SM).
 - build: best-first tree build for budgets 16..256 (us per node shows the linear growth), with the
   default warps per request against 1 and 2.
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
@@ -56,7 +57,7 @@ from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton, u
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
-from kernels.vocab_topk import draft_topk_radix, draft_topk_stream, draft_topk_triton  # noqa: E402
+from kernels.vocab_topk import draft_topk_radix, draft_topk_stream, draft_topk_triton, scan_stage  # noqa: E402
 from tests.kernels_reference import heap_tree, visibility  # noqa: E402
 
 Stats = dict[str, float]
@@ -153,16 +154,25 @@ def bench_topk(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 
 def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """Streaming top-K launch settings at the largest batch and first K: scan warps x programs per SM."""
+    """Streaming top-K launch settings at the largest batch and first K: scan warps x super-groups
+    per tile (1, 2, 4 per warp) x programs per SM."""
     bs, k = max(args.batch), args.topk_k[0]
     draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs)
-    configs = {f"warps={w} programs/SM={p}": (w, p) for w in (4, 8, 16) for p in (2, 4, 8, 16)}
-    t = timer.measure({name: (lambda w=w, p=p: draft_topk_stream(draft, k, scan_warps=w, programs_per_sm=p))
-                       for name, (w, p) in configs.items()})
-    out = [{"batch": bs, "k": k, "scan_warps": w, "programs_per_sm": p, "us": t[name]}
-           for name, (w, p) in configs.items()]
+    configs = {f"warps={w} supers={w * m} programs/SM={p}": (w, w * m, p)
+               for w in (4, 8, 16) for m in (1, 2, 4) for p in (2, 4, 8, 16)}
+    t = timer.measure({name: (lambda w=w, sp=sp, p=p: draft_topk_stream(draft, k, scan_warps=w, programs_per_sm=p,
+                                                                           scan_supers=sp))
+                       for name, (w, sp, p) in configs.items()})
+    out = [{"batch": bs, "k": k, "scan_warps": w, "scan_supers": sp, "programs_per_sm": p, "us": t[name]}
+           for name, (w, sp, p) in configs.items()]
     _table(f"Streaming top-K settings, batch {bs}, K={k}: us median [p10-p90]", ["setting", "us"],
            [[name, _cell(t[name])] for name in sorted(configs, key=lambda n: t[n]["median"])])
+    rows = draft.view(-1, args.vocab)
+    stages = timer.measure({"scan + select": lambda: draft_topk_stream(draft, k), "scan only": lambda: scan_stage(rows)})
+    out.append({"batch": bs, "k": k, "stages_us": stages})
+    _table(f"Streaming top-K stages at the default settings, batch {bs}, K={k}: us median [p10-p90]",
+           ["stage", "us"], [[name, _cell(v)] for name, v in stages.items()]
+           + [["select (difference of medians)", f"{stages['scan + select']['median'] - stages['scan only']['median']:.1f}"]])
     return out
 
 

@@ -101,9 +101,12 @@ def test_bad_input() -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("scan_warps,programs_per_sm", [(4, 1), (16, 16)])
-def test_stream_launch_settings_keep_results(device: str, scan_warps: int, programs_per_sm: int) -> None:
-    """The tuning knobs change tile size and programs per row, never the result."""
+@pytest.mark.parametrize("scan_warps,programs_per_sm,scan_supers", [(4, 1, None), (16, 16, None), (4, 2, 16),
+                                                                   (8, 8, 2)])
+def test_stream_launch_settings_keep_results(device: str, scan_warps: int, programs_per_sm: int,
+                                             scan_supers: int | None) -> None:
+    """The tuning knobs change tile size, warps and programs per row, never the result."""
     logits = _logits((2, 2, 5000), torch.bfloat16, seed=11)
-    got = draft_topk_stream(logits.to(device), 24, scan_warps=scan_warps, programs_per_sm=programs_per_sm)
+    got = draft_topk_stream(logits.to(device), 24, scan_warps=scan_warps, programs_per_sm=programs_per_sm,
+                            scan_supers=scan_supers)
     _assert_same(got, draft_topk_torch(logits, 24))

@@ -17,12 +17,13 @@ Sections (`--sections`, all by default):
   bf16), copying every pair (as SGLang's `move_kv_cache`) vs skipping identity and padding
   entries; first-child paths (nothing moves) and off-chain paths.
 - posterior: the per-node posterior over batch x `--rows` fp32 target logits (SGLang's logits
-  dtype): torch argmax, then the runtime kernel (kernels/posterior.py, one program per node) and
-  the candidate split kernel (kernels/posterior_split.py, split over the row's blocks) side by
+  dtype): torch argmax, then the previous kernel (kernels/posterior.py, one program per node) and
+  the runtime's split kernel (kernels/posterior_split.py, split over the row's blocks) side by
   side, greedy and exact sampling with each filter and after the per-node path penalties, on
-  "peaked" (randn x 4) and "flat" (randn x 0.3) logits, with a check that both draw the same
-  tokens. If the split kernel fails (compile or launch), the runtime's figures are still printed
-  and the section then fails.
+  "peaked" (randn x 4) and "flat" (randn x 0.3) logits. Where the two draw other tokens, each
+  one's draws off the torch reference are counted with those at a CDF boundary (two float32
+  summation orders); the section fails on any other difference, or if the split kernel raises
+  (the per-node kernel's figures are still printed).
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request).
 
@@ -319,7 +320,7 @@ POSTERIOR_CASES = {
 def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positions: torch.Tensor,
                    penalise: Callable[[torch.Tensor], torch.Tensor]
                    ) -> tuple[dict[str, Callable[[], torch.Tensor]], Callable[[], tuple[torch.Tensor, ...]]]:
-    """The runtime (one program per node) and split (program per row and block) kernels on one case,
+    """The per-node (one program per node) and split (program per row and block) kernels on one case,
     and the untimed torch reference: (its tokens, the logits it sampled from, the temperatures)."""
     t, k, p, mp, penalised = case
     bs, dev = logits.shape[0], logits.device
@@ -335,7 +336,7 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
         x = penalise(logits) if penalised else logits
         return posterior_tokens_torch(x, *params, seed, min_p=min_p, positions=positions), x, params[0]
 
-    return {"runtime": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}, reference
+    return {"per_node": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}, reference
 
 
 def cdf_eps(vocab: int) -> float:
@@ -383,10 +384,11 @@ def boundary_draws(x: torch.Tensor, temperature: torch.Tensor, ref: torch.Tensor
 
 
 def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The posterior of one round (batch x rows nodes): torch argmax, then the runtime and the split
-    kernel side by side on each sampling case (interleaved samples), checking that they draw the
-    same tokens. A split kernel that raises is reported, the runtime still timed, and the section
-    fails at the end."""
+    """The posterior of one round (batch x rows nodes): torch argmax, then the per-node and the split
+    kernel (the runtime's) side by side on each sampling case (interleaved samples). Where their
+    draws differ, each kernel's draws off the torch reference are counted, with those a float32
+    summation order explains (`boundary_draws`); any other difference, or a split kernel that
+    raises, fails the section at the end (the per-node kernel still timed)."""
     dev, rows, vocab = args.device, args.rows, args.vocab
     records, table, split_errors = [], [], []
     for bs in args.batch:
@@ -406,39 +408,43 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
             table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", ""])
             for name, case in POSTERIOR_CASES.items():
                 fns, reference = _posterior_fns(logits, case, seed, positions, penalise)
-                expected = fns["runtime"]()
+                expected = fns["per_node"]()
                 try:
                     split = fns["split"]()
                     same = bool(torch.equal(expected, split))
-                except Exception as exc:  # never compiled on a GPU before: keep the runtime's figures
+                except Exception as exc:  # never compiled on a GPU before: keep the per-node kernel's figures
                     if not split_errors:
                         traceback.print_exc()
                     split_errors.append(f"batch {bs}, {shape}, {name}: {type(exc).__name__}: {exc}")
-                    t = timer.measure({"runtime": fns["runtime"]})
+                    t = timer.measure({"per_node": fns["per_node"]})
                     records.append({"batch": bs, "rows": rows, "logits": shape, "case": name,
-                                    "runtime_us": t["runtime"], "split_error": split_errors[-1]})
-                    table.append([str(bs), shape, name, _cell(t["runtime"]), "FAILED", "", ""])
+                                    "per_node_us": t["per_node"], "split_error": split_errors[-1]})
+                    table.append([str(bs), shape, name, _cell(t["per_node"]), "FAILED", "", ""])
                     continue
+                agreement = "yes"
                 if not same:  # which kernel left the torch reference, how often, and whether only at boundaries
                     ref, x, temp = reference()
                     u0 = uniform_torch(seed[:, None], positions, 0)
                     off = {k: boundary_draws(x, temp, ref, v, first_u=u0, min_p=torch.full((bs,), case[3], device=dev))
-                           for k, v in (("runtime", expected), ("split", split))}
-                    split_errors.append(
-                        f"batch {bs}, {shape}, {name}: the split kernel drew other tokens (of {bs * rows} draws, "
-                        + ", ".join(f"{k} {n} != torch reference, {near} of them at a CDF boundary"
-                                    for k, (n, near) in off.items()) + ")")
+                           for k, v in (("per_node", expected), ("split", split))}
+                    counts = ", ".join(f"{k} {n} of {bs * rows} off the torch reference, {near} of them at a CDF boundary"
+                                       for k, (n, near) in off.items())
+                    agreement = f"boundary only ({counts})"
+                    if any(n > near for n, near in off.values()):  # a difference float32 summation order cannot explain
+                        agreement = f"NO ({counts})"
+                        split_errors.append(f"batch {bs}, {shape}, {name}: {counts}")
                 t = timer.measure(fns)
-                ratio = t["runtime"]["median"] / t["split"]["median"]
-                records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "runtime_us": t["runtime"],
-                                "split_us": t["split"], "ratio": ratio, "same_tokens": same})
-                table.append([str(bs), shape, name, _cell(t["runtime"]), _cell(t["split"]), f"{ratio:.2f}x",
-                              "yes" if same else "NO"])
+                ratio = t["per_node"]["median"] / t["split"]["median"]
+                records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "per_node_us": t["per_node"],
+                                "split_us": t["split"], "ratio": ratio, "same_tokens": same, "agreement": agreement})
+                table.append([str(bs), shape, name, _cell(t["per_node"]), _cell(t["split"]), f"{ratio:.2f}x",
+                              agreement])
     _table(f"posterior, {rows} rows per request, V={vocab}, fp32 logits: us per round, median [p10-p90]",
-           ["batch", "logits", "case", "runtime (program per node)", "split (program per row, block)",
-            "runtime/split", "same tokens"], table)
+           ["batch", "logits", "case", "per node (previous)", "split (runtime: program per row, block)",
+            "per node/split", "same tokens"], table)
     if split_errors:
-        raise RuntimeError("the split posterior kernel failed or differed:\n" + "\n".join(split_errors))
+        raise RuntimeError("a posterior kernel failed, or left the reference off a CDF boundary:\n"
+                           + "\n".join(split_errors))
     return records
 
 

@@ -1,12 +1,12 @@
-"""The candidate split posterior kernel (`kernels/posterior_split.py`), not the runtime's.
+"""The split posterior kernel (`kernels/posterior_split.py`), the one the runtime launches on CUDA.
 
-Its draws must equal the reference's (`posterior_tokens_torch`), and so the runtime kernel's, to
+Its draws must equal the reference's (`posterior_tokens_torch`), and so the per-node kernel's, to
 the token: odd vocabularies and one-token last blocks, flat rows that take several check rounds,
 any number of split rounds before the per-row tail, exact ties at block edges. On the CPU the
 Triton code runs interpreted (slow: a few settings only); on CUDA (`-m gpu`) it is compiled, and
-`test_split_equals_runtime_full_vocab` also compares it with the runtime kernel at V=151936. One
+`test_split_equals_runtime_full_vocab` also compares it with the per-node kernel at V=151936. One
 chi-square setting of tests/test_sampling_distribution.py (min-p) checks the split kernel's
-distribution against SGLang's directly (the runtime kernel runs all of them there).
+distribution against SGLang's directly (the per-node kernel runs all of them there).
 """
 
 from __future__ import annotations

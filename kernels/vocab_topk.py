@@ -37,6 +37,7 @@ SCAN_SUPERS = 8  # super-groups per scan tile (one per warp): a tile = 8 * 16 * 
 PROGRAMS_PER_SM = 8  # scan programs per SM the row splitting aims at
 TILE = SCAN_SUPERS * SUPER * GROUP
 STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
+SELECT_CAP = 0  # the select sorts all KP x GROUP keys; a cap (`_narrow`) awaits its GPU timing
 
 
 class TopKParts(NamedTuple):
@@ -104,9 +105,36 @@ def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles
 
 
 @triton.jit
-def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, vals_ptr, tok_ptr, lse_ptr, V, K, gmax_stride,
-                   smax_stride, splits, GROUP: tl.constexpr, SUPER: tl.constexpr, KP: tl.constexpr, NSP: tl.constexpr,
-                   SPLP: tl.constexpr):
+def _narrow(keys, prev, scratch_ptr, KP: tl.constexpr, CAP: tl.constexpr):
+    """Top-KP of `keys` (flat; -1 = absent) given `prev`, the previous level's top-KP keys.
+
+    CAP = 0: one `tl.topk` over all of them. CAP > 0: every top-KP key has a value >= the smallest
+    value in `prev` (those KP units each hold a key at least that large), so only the keys at or
+    above it compete; when at most CAP do, they are packed into the row's scratch (a prefix sum
+    gives each its slot) and `tl.topk` sorts CAP keys instead of all. Same result either way."""
+    if CAP > 0:
+        low = tl.min(prev, axis=0)
+        floor = tl.where(low < 0, 0, low >> 31)  # fewer than KP units: every present key competes
+        compete = (keys >= 0) & ((keys >> 31) >= floor)
+        count = tl.sum(compete.to(tl.int32), axis=0)
+        if count <= CAP:
+            slot = tl.cumsum(compete.to(tl.int32), axis=0) - 1
+            tl.debug_barrier()  # the previous level's reads of the scratch are done
+            tl.store(scratch_ptr + slot, keys, mask=compete)
+            tl.debug_barrier()
+            offs = tl.arange(0, CAP)
+            top = tl.topk(tl.load(scratch_ptr + offs, mask=offs < count, other=-1), KP)
+        else:
+            top = tl.topk(keys, KP)
+    else:
+        top = tl.topk(keys, KP)
+    return top
+
+
+@triton.jit
+def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, vals_ptr, tok_ptr, lse_ptr, scratch_ptr, V, K,
+                   gmax_stride, smax_stride, splits, GROUP: tl.constexpr, SUPER: tl.constexpr, KP: tl.constexpr,
+                   NSP: tl.constexpr, SPLP: tl.constexpr, CAP: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     n_groups = (V + GROUP - 1) // GROUP
     n_supers = (n_groups + SUPER - 1) // SUPER
@@ -125,12 +153,13 @@ def _select_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, vals_ptr, tok_p
     gidx = _key_index(top)[:, None] * SUPER + tl.arange(0, SUPER)[None, :]
     gok = (top[:, None] >= 0) & (gidx < n_groups)
     gval = tl.load(gmax_ptr + row * gmax_stride + gidx, mask=gok, other=0.0)
-    top = tl.topk(tl.reshape(tl.where(gok, _key(gval, gidx), -1), [KP * SUPER]), KP)
+    top = _narrow(tl.reshape(tl.where(gok, _key(gval, gidx), -1), [KP * SUPER]), top, scratch_ptr + row * CAP,
+                  KP, CAP)
     # 3. top-KP logits inside those groups
     eidx = _key_index(top)[:, None] * GROUP + tl.arange(0, GROUP)[None, :]
     eok = (top[:, None] >= 0) & (eidx < V)
     x = tl.load(logits_ptr + row * V + eidx, mask=eok, other=0.0)
-    top = tl.topk(tl.reshape(tl.where(eok, _key(x, eidx), -1), [KP * GROUP]), KP)
+    top = _narrow(tl.reshape(tl.where(eok, _key(x, eidx), -1), [KP * GROUP]), top, scratch_ptr + row * CAP, KP, CAP)
     koffs = tl.arange(0, KP)
     tl.store(vals_ptr + row * K + koffs, _key_value(top), mask=koffs < K)
     tl.store(tok_ptr + row * K + koffs, _key_index(top), mask=koffs < K)
@@ -236,12 +265,13 @@ def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int 
 
 def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
                       scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM,
-                      scan_supers: int | None = None) -> TopKParts:
+                      scan_supers: int | None = None, select_cap: int = SELECT_CAP) -> TopKParts:
     """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `topk_parts_torch`.
 
     `splits` (programs per row; default from `programs_per_sm`), `scan_warps` (warps per scan
     program) and `scan_supers` (super-groups per scan tile, a power of two; default `scan_warps`,
-    one per warp; more keep more loads in flight per thread) only tune the speed."""
+    one per warp; more keep more loads in flight per thread) and `select_cap` (0, or a power of two
+    >= 2 x KP: narrow by sorting at most that many competing keys, `_narrow`) only tune the speed."""
     _check(draft_logits, k)
     if k > STREAM_MAX_K:
         raise ValueError(f"k={k} exceeds the streaming kernel's {STREAM_MAX_K}")
@@ -257,20 +287,25 @@ def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
     scan = scan_stage(logits.view(rows, vocab), splits, scan_warps, programs_per_sm, scan_supers)
     splits = scan.part_m.shape[1]
     kp = max(2, triton.next_power_of_2(k))  # tl.topk needs k >= 2
+    if select_cap and (select_cap < 2 * kp or select_cap & (select_cap - 1)):
+        raise ValueError(f"select_cap={select_cap} must be 0 or a power of two >= 2 x {kp}")
     n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
-    _select_kernel[(rows,)](logits, *scan, vals, tok, lse, vocab, k, scan.gmax.shape[1],
+    scratch = torch.empty((rows, max(select_cap, 1)), dtype=torch.int64, device=dev)
+    _select_kernel[(rows,)](logits, *scan, vals, tok, lse, scratch, vocab, k, scan.gmax.shape[1],
                             scan.smax.shape[1], splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
                             NSP=max(kp, triton.next_power_of_2(n_supers)),
                             SPLP=max(64, triton.next_power_of_2(splits)),  # one compiled variant for most shapes
-                            num_warps=4 if kp <= 64 else 8)
+                            CAP=select_cap, num_warps=4 if kp <= 64 else 8)
     return TopKParts(vals, tok, lse)
 
 
 def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
                       scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM,
-                      scan_supers: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                      scan_supers: int | None = None, select_cap: int = SELECT_CAP
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
     """`topk_parts_stream` normalised."""
-    return log_probs(topk_parts_stream(draft_logits, k, splits, scan_warps, programs_per_sm, scan_supers))
+    return log_probs(topk_parts_stream(draft_logits, k, splits, scan_warps, programs_per_sm, scan_supers,
+                                       select_cap))
 
 
 def topk_parts_triton(draft_logits: torch.Tensor, k: int) -> TopKParts:

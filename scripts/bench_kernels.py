@@ -9,7 +9,8 @@ Sections (`--sections`, all by default):
 - topk: vocab top-K + log-sum-exp, torch.topk + Triton LSE (old) vs the streaming kernel (new).
 - topk-tune: the streaming kernel's launch settings (scan warps x super-groups per tile x programs
   per SM) at the largest batch, fastest first (the defaults are 8 warps, 8 super-groups, 8
-  programs per SM).
+  programs per SM); then the scan alone, the default select and the capped select
+  (`select_cap` 2 and 4 x KP) side by side.
 - build: best-first tree build for budgets 16..256 (us per node shows the linear growth), with the
   default warps per request against 1 and 2.
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
@@ -169,11 +170,21 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     _table(f"Streaming top-K settings, batch {bs}, K={k}: us median [p10-p90]", ["setting", "us"],
            [[name, _cell(t[name])] for name in sorted(configs, key=lambda n: t[n]["median"])])
     rows = draft.view(-1, args.vocab)
-    stages = timer.measure({"scan + select": lambda: draft_topk_stream(draft, k), "scan only": lambda: scan_stage(rows)})
-    out.append({"batch": bs, "k": k, "stages_us": stages})
+    kp = max(2, 1 << (k - 1).bit_length())
+    caps = [c for c in (2 * kp, 4 * kp) if c <= 1024]
+    want = draft_topk_stream(draft, k)[1]
+    same = {f"scan + select, cap {c}": bool(torch.equal(draft_topk_stream(draft, k, select_cap=c)[1], want))
+            for c in caps}
+    stages = timer.measure({"scan only": lambda: scan_stage(rows), "scan + select": lambda: draft_topk_stream(draft, k),
+                            **{f"scan + select, cap {c}": (lambda c=c: draft_topk_stream(draft, k, select_cap=c))
+                               for c in caps}})
+    out.append({"batch": bs, "k": k, "stages_us": stages, "capped_same_tokens": same})
+    scan = stages["scan only"]["median"]
+    table = [["scan only", _cell(stages["scan only"]), "", ""]]
+    table += [[name, _cell(v), f"{v['median'] - scan:.1f}", "yes" if same.get(name, True) else "NO"]
+              for name, v in stages.items() if name != "scan only"]
     _table(f"Streaming top-K stages at the default settings, batch {bs}, K={k}: us median [p10-p90]",
-           ["stage", "us"], [[name, _cell(v)] for name, v in stages.items()]
-           + [["select (difference of medians)", f"{stages['scan + select']['median'] - stages['scan only']['median']:.1f}"]])
+           ["stage", "us", "select (difference of medians)", "same tokens as uncapped"], table)
     return out
 
 

@@ -110,3 +110,29 @@ def test_stream_launch_settings_keep_results(device: str, scan_warps: int, progr
     got = draft_topk_stream(logits.to(device), 24, scan_warps=scan_warps, programs_per_sm=programs_per_sm,
                             scan_supers=scan_supers)
     _assert_same(got, draft_topk_torch(logits, 24))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("select_cap", [64, 256])
+def test_stream_capped_select_equals_reference(device: str, select_cap: int) -> None:
+    """The capped narrowing (`_narrow`): random rows, coarse ties (more competitors than the cap: the
+    full sort), and rows with one winner per group, where exactly KP keys compete at each level and
+    every packed slot is one of the result."""
+    gen = torch.Generator().manual_seed(select_cap)
+    cases = [(_logits((2, 3, 5000), torch.bfloat16, seed=21), 24),
+             (_logits((1, 2, 3 * TILE + 17), torch.float32, seed=22), 32),
+             (torch.randint(-3, 3, (2, 2, 2 * GROUP * SUPER + 5), generator=gen).float() * 0.5, 32)]
+    spread = torch.full((2, 1, 4 * TILE), -20.0)
+    winners = torch.randperm(spread.shape[-1] // GROUP, generator=gen)[:90] * GROUP + 3
+    spread[..., winners] = torch.randn(2, 1, 90, generator=gen) * 3
+    cases.append((spread, 32))
+    for logits, k in cases:
+        got = draft_topk_stream(logits.to(device), k, select_cap=select_cap)
+        _assert_same(got, draft_topk_torch(logits, k))
+
+
+def test_stream_select_cap_checked() -> None:
+    with pytest.raises(ValueError, match="select_cap=32"):
+        draft_topk_stream(torch.zeros(1, 1, 100), 24, select_cap=32)
+    with pytest.raises(ValueError, match="select_cap=96"):
+        draft_topk_stream(torch.zeros(1, 1, 100), 24, select_cap=96)

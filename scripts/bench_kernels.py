@@ -171,13 +171,12 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
            [[name, _cell(t[name])] for name in sorted(configs, key=lambda n: t[n]["median"])])
     rows = draft.view(-1, args.vocab)
     kp = max(2, 1 << (k - 1).bit_length())
-    caps = [c for c in (2 * kp, 4 * kp) if c <= 1024]
     want = draft_topk_stream(draft, k)[1]
-    same = {f"scan + select, cap {c}": bool(torch.equal(draft_topk_stream(draft, k, select_cap=c)[1], want))
-            for c in caps}
+    capped = {f"scan + select, cap {c}": c for c in (2 * kp, 4 * kp) if c <= 1024}
+    same = {name: bool(torch.equal(draft_topk_stream(draft, k, select_cap=c)[1], want)) for name, c in capped.items()}
     stages = timer.measure({"scan only": lambda: scan_stage(rows), "scan + select": lambda: draft_topk_stream(draft, k),
-                            **{f"scan + select, cap {c}": (lambda c=c: draft_topk_stream(draft, k, select_cap=c))
-                               for c in caps}})
+                            **{name: (lambda c=c: draft_topk_stream(draft, k, select_cap=c))
+                               for name, c in capped.items()}})
     out.append({"batch": bs, "k": k, "stages_us": stages, "capped_same_tokens": same})
     scan = stages["scan only"]["median"]
     table = [["scan only", _cell(stages["scan only"]), "", ""]]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.kernels_env import DEVICES  # noqa: F401  (sets TRITON_INTERPRET before kernels import)
+from tests.kernels_env import capture_graph  # (also sets TRITON_INTERPRET before kernels import)
 
 from kernels import accept_walk, build_tree, build_tree_mask, commit_slots, posterior_tokens, tree_positions
 
@@ -49,14 +49,7 @@ def test_graph_replay_matches_eager() -> None:
         seed.fill_(1000 + i)
 
     fill(0)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        _round(*args)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static_out = _round(*args)
+    graph, static_out = capture_graph(lambda: _round(*args))
     for i in range(1, 4):
         fill(i)
         graph.replay()

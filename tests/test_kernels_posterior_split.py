@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.kernels_env import DEVICES, INTERPRETED
+from tests.kernels_env import DEVICES, INTERPRETED, capture_graph
 
 from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton
 from kernels.posterior_split import posterior_tokens_split
@@ -116,14 +116,7 @@ def test_split_graph_replay_matches_eager() -> None:
     def call() -> torch.Tensor:
         return posterior_tokens_split(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static = call()
+    graph, static = capture_graph(call)
     for scale in (0.3, 4.0, 1.0):
         logits.copy_(torch.randn(logits.shape, generator=gen, device="cuda") * scale)
         seed.add_(17)

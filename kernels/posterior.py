@@ -316,7 +316,7 @@ def posterior_tokens(target_logits: torch.Tensor, temperature: torch.Tensor | No
     if all_greedy:
         return target_logits.argmax(dim=-1)
     if target_logits.is_cuda:
-        # the same draws split over the row's blocks, 1.3-3.9x faster sampled on the H200 (docs/kernels.md);
+        # the same draws split over the row's blocks, 1.25-3.9x faster sampled on the H200 (docs/kernels.md);
         # imported here because posterior_split imports this module's constants and hash
         from .posterior_split import posterior_tokens_split
         return posterior_tokens_split(target_logits, temperature, top_k, top_p, seed, min_p=min_p, positions=positions)

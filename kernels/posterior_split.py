@@ -3,7 +3,7 @@
 `posterior_tokens` (posterior.py) launches it for CUDA tensors. On the H200 (docs/kernels.md, "Split
 posterior kernel") it equals the reference and the per-node kernel at batch 8 x 16 rows, replays
 from a CUDA graph as eagerly, leaves the reference at batch 64 only where a float32 summation order
-flips a CDF step (as the per-node kernel does, at the same rate), and samples 1.3-3.9x faster.
+flips a CDF step (as the per-node kernel does, at the same rate), and samples 1.25-3.9x faster.
 
 Same algorithm, blocks, cuts and random numbers as posterior.py (whose docstring states the
 sampling rule), so the same draws as `posterior_tokens_torch`, the reference both are tested

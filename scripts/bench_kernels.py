@@ -25,6 +25,9 @@ Sections (`--sections`, all by default):
   one's draws off the torch reference are counted with those at a CDF boundary (two float32
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
+- penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
+  path counted), the dense step as torch ops (previous) vs one Triton pass (runtime), side by side
+  with the path step included; fails if their outputs differ in any bit.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request).
 
@@ -54,7 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
-from kernels.path_penalties import Penalties, apply_path_penalties  # noqa: E402
+from kernels.path_penalties import Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton  # noqa: E402
 from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
@@ -458,6 +461,36 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return records
 
 
+def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    dev, rows, vocab = args.device, args.rows, args.vocab
+    records, table, differ = [], [], []
+    for bs in args.batch:
+        gen = torch.Generator(device=dev).manual_seed(bs * 11 + rows)
+        parent = torch.arange(rows, device=dev).expand(bs, rows) - 1  # a chain: the deepest paths
+        tokens = torch.randint(0, vocab, (bs, rows), generator=gen, device=dev)
+        pen = Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
+                        frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
+                        repetition=torch.full((bs,), 1.3, device=dev))
+        logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * 4
+        depth = min(args.depth, rows - 1)
+        fns = {name: (lambda dense=dense: apply_path_penalties(logits, tokens, parent, depth, pen, None, dense=dense))
+               for name, dense in (("torch", dense_adjust_torch), ("triton", dense_adjust_triton))}
+        same = bool(torch.equal(fns["torch"](), fns["triton"]()))
+        if not same:
+            differ.append(f"batch {bs}")
+        t = timer.measure(fns)
+        ratio = t["torch"]["median"] / t["triton"]["median"]
+        records.append({"batch": bs, "rows": rows, "torch_us": t["torch"], "triton_us": t["triton"], "ratio": ratio,
+                        "same": same})
+        table.append([str(bs), _cell(t["torch"]), _cell(t["triton"]), f"{ratio:.2f}x", "yes" if same else "NO"])
+    _table(f"path penalties (frequency, presence, repetition), {rows} rows per request, depth {min(args.depth, rows - 1)}, "
+           f"V={vocab}, fp32: us per round, median [p10-p90]",
+           ["batch", "torch dense step (previous)", "Triton dense step (runtime)", "torch/Triton", "same bits"], table)
+    if differ:
+        raise RuntimeError(f"the Triton dense step differs from the torch ops at {differ}")
+    return records
+
+
 def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
     cols = ["topk", "build", "mask", "walk", "commit", "build+mask+walk", "reference"]
@@ -503,7 +536,7 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
     "topk": bench_topk, "topk-tune": bench_topk_tune, "build": bench_build, "mask": bench_mask, "move": bench_move,
-    "posterior": bench_posterior, "round": bench_round,
+    "posterior": bench_posterior, "penalties": bench_penalties, "round": bench_round,
 }
 
 

@@ -45,3 +45,14 @@ def test_a_first_draw_on_a_cdf_step_is_a_boundary_case_even_when_the_tokens_are_
 def test_cdf_eps_grows_with_the_vocabulary():
     assert 1e-5 < bench_kernels.cdf_eps(2048) < 1.2e-5 and bench_kernels.cdf_eps(8) == 1e-5
     assert 9e-5 < bench_kernels.cdf_eps(151936) < 1e-4
+
+
+def test_penalties_section_times_both_dense_steps_and_compares_their_bits():
+    import argparse
+
+    if not torch.cuda.is_available() and not bench_kernels.os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("Triton on CPU needs TRITON_INTERPRET=1 (set by tests/kernels_env)")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    args = argparse.Namespace(device=device, rows=4, vocab=3000, batch=[2], depth=15)
+    (record,) = bench_kernels.bench_penalties(args, bench_kernels.Timer(device, samples=2, replays=1))
+    assert record["same"] and record["torch_us"]["median"] > 0 and record["triton_us"]["median"] > 0

@@ -16,7 +16,7 @@ Additions to the agreed contract (all keyword arguments with defaults, nothing r
   top-k / top-p / min-p distribution drawn exactly over the whole vocabulary; `positions` [bs, n]
   key the randomness; `all_greedy` (host-known) is a plain argmax (see posterior.py).
 - `path_penalties.apply_path_penalties`: SGLang's penalties and logit bias at every node, with the
-  node's own path counted as output (torch ops).
+  node's own path counted as output (the dense step one Triton pass on CUDA, the path step torch).
 - `accept_walk(..., max_depth=None)`: D = max_depth (the draft depth), else n - 1.
 - Vocab top-K: a streaming Triton top-K + log-sum-exp (K <= 256; torch.topk above); equal logits
   rank in token order. `gather_accepted` is a torch gather; `tree_positions` is one add.

@@ -37,7 +37,10 @@ SCAN_SUPERS = 8  # super-groups per scan tile (one per warp): a tile = 8 * 16 * 
 PROGRAMS_PER_SM = 8  # scan programs per SM the row splitting aims at
 TILE = SCAN_SUPERS * SUPER * GROUP
 STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
-SELECT_CAP = 0  # the select sorts all KP x GROUP keys; a cap (`_narrow`) awaits its GPU timing
+# Levels 2-3 sort at most SELECT_CAP_PER_KP x KP competing keys (`_narrow`; 0: every key). 2 cut the
+# call 212 -> 154 us on the H200 (K=64, batch 64, the same tokens); it stays 0 until the GPU unit
+# tests and the GPU matrix have run with it (docs/kernels.md).
+SELECT_CAP_PER_KP = 0
 
 
 class TopKParts(NamedTuple):
@@ -265,13 +268,14 @@ def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int 
 
 def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
                       scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM,
-                      scan_supers: int | None = None, select_cap: int = SELECT_CAP) -> TopKParts:
+                      scan_supers: int | None = None, select_cap: int | None = None) -> TopKParts:
     """Streaming top-K + LSE (module docstring), K <= STREAM_MAX_K; same results as `topk_parts_torch`.
 
     `splits` (programs per row; default from `programs_per_sm`), `scan_warps` (warps per scan
     program) and `scan_supers` (super-groups per scan tile, a power of two; default `scan_warps`,
-    one per warp; more keep more loads in flight per thread) and `select_cap` (0, or a power of two
-    >= 2 x KP: narrow by sorting at most that many competing keys, `_narrow`) only tune the speed."""
+    one per warp; more keep more loads in flight per thread) and `select_cap` (None: SELECT_CAP_PER_KP x
+    KP; 0: sort every key; else a power of two >= 2 x KP: narrow by sorting at most that many
+    competing keys, `_narrow`) only tune the speed."""
     _check(draft_logits, k)
     if k > STREAM_MAX_K:
         raise ValueError(f"k={k} exceeds the streaming kernel's {STREAM_MAX_K}")
@@ -287,6 +291,8 @@ def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
     scan = scan_stage(logits.view(rows, vocab), splits, scan_warps, programs_per_sm, scan_supers)
     splits = scan.part_m.shape[1]
     kp = max(2, triton.next_power_of_2(k))  # tl.topk needs k >= 2
+    if select_cap is None:
+        select_cap = SELECT_CAP_PER_KP * kp
     if select_cap and (select_cap < 2 * kp or select_cap & (select_cap - 1)):
         raise ValueError(f"select_cap={select_cap} must be 0 or a power of two >= 2 x {kp}")
     n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
@@ -301,7 +307,7 @@ def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
 
 def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
                       scan_warps: int = SCAN_WARPS, programs_per_sm: int = PROGRAMS_PER_SM,
-                      scan_supers: int | None = None, select_cap: int = SELECT_CAP
+                      scan_supers: int | None = None, select_cap: int | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor]:
     """`topk_parts_stream` normalised."""
     return log_probs(topk_parts_stream(draft_logits, k, splits, scan_warps, programs_per_sm, scan_supers,

@@ -9,8 +9,8 @@ Sections (`--sections`, all by default):
 - topk: vocab top-K + log-sum-exp, torch.topk + Triton LSE (old) vs the streaming kernel (new).
 - topk-tune: the streaming kernel's launch settings (scan warps x super-groups per tile x programs
   per SM) at the largest batch, fastest first (the defaults are 8 warps, 8 super-groups, 8
-  programs per SM); then the scan alone, the default select and the capped select
-  (`select_cap` 2 and 4 x KP) side by side.
+  programs per SM); then the scan alone and the select sorting every key (`select_cap=0`) or at
+  most 2 x KP or 4 x KP keys side by side.
 - build: best-first tree build for budgets 16..256 (us per node shows the linear growth), with the
   default warps per request against 1 and 2.
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
@@ -62,7 +62,7 @@ from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton, u
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
-from kernels.vocab_topk import draft_topk_radix, draft_topk_stream, draft_topk_triton, scan_stage  # noqa: E402
+from kernels.vocab_topk import SELECT_CAP_PER_KP, draft_topk_radix, draft_topk_stream, draft_topk_triton, scan_stage  # noqa: E402
 from tests.kernels_reference import heap_tree, visibility  # noqa: E402
 
 Stats = dict[str, float]
@@ -174,10 +174,12 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
            [[name, _cell(t[name])] for name in sorted(configs, key=lambda n: t[n]["median"])])
     rows = draft.view(-1, args.vocab)
     kp = max(2, 1 << (k - 1).bit_length())
-    want = draft_topk_stream(draft, k)[1]
-    capped = {f"scan + select, cap {c}": c for c in (2 * kp, 4 * kp) if c <= 1024}
+    want = draft_topk_stream(draft, k, select_cap=0)[1]
+    caps = [0, 2 * kp] + ([4 * kp] if 4 * kp <= 1024 else [])
+    capped = {f"scan + select, {f'cap {c}' if c else 'every key'}{' (default)' if c == SELECT_CAP_PER_KP * kp else ''}": c
+              for c in caps}
     same = {name: bool(torch.equal(draft_topk_stream(draft, k, select_cap=c)[1], want)) for name, c in capped.items()}
-    stages = timer.measure({"scan only": lambda: scan_stage(rows), "scan + select": lambda: draft_topk_stream(draft, k),
+    stages = timer.measure({"scan only": lambda: scan_stage(rows),
                             **{name: (lambda c=c: draft_topk_stream(draft, k, select_cap=c))
                                for name, c in capped.items()}})
     out.append({"batch": bs, "k": k, "stages_us": stages, "capped_same_tokens": same})
@@ -186,7 +188,7 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     table += [[name, _cell(v), f"{v['median'] - scan:.1f}", "yes" if same.get(name, True) else "NO"]
               for name, v in stages.items() if name != "scan only"]
     _table(f"Streaming top-K stages at the default settings, batch {bs}, K={k}: us median [p10-p90]",
-           ["stage", "us", "select (difference of medians)", "same tokens as uncapped"], table)
+           ["stage", "us", "select (difference of medians)", "same tokens as select_cap=0"], table)
     return out
 
 

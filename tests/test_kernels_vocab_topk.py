@@ -113,9 +113,9 @@ def test_stream_launch_settings_keep_results(device: str, scan_warps: int, progr
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("select_cap", [64, 256])
+@pytest.mark.parametrize("select_cap", [0, 64, 256])
 def test_stream_capped_select_equals_reference(device: str, select_cap: int) -> None:
-    """The capped narrowing (`_narrow`): random rows, coarse ties (~170 competitors at the last level:
+    """The narrowing (`_narrow`), uncapped (0) and capped: random rows, coarse ties (~170 competitors at the last level:
     above cap 64, so the full sort; packed under cap 256), and rows with one winner per group, where exactly KP keys compete at each level and
     every packed slot is one of the result."""
     gen = torch.Generator().manual_seed(select_cap)

@@ -63,6 +63,7 @@ from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
 from kernels.vocab_topk import SELECT_CAP_PER_KP, draft_topk_radix, draft_topk_stream, draft_topk_triton, scan_stage  # noqa: E402
+from tests.cuda_graph import capture_graph  # noqa: E402
 from tests.kernels_reference import heap_tree, visibility  # noqa: E402
 
 Stats = dict[str, float]
@@ -82,15 +83,7 @@ class Timer:
                     fn()
                 return (time.perf_counter() - t0) * 1e6 / self.replays
             return run_cpu
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
+        graph, _ = capture_graph(fn, warmups=2)
         for _ in range(3):
             graph.replay()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -75,6 +75,9 @@ if "--device" in sys.argv and sys.argv.index("--device") + 1 < len(sys.argv) \
 
 import torch  # noqa: E402
 
+sys.path.insert(0, str(REPO))
+from tests.cuda_graph import capture_graph  # noqa: E402
+
 MODULES = (  # where the kernel lives: srt/layers/attention/triton_ops up to 0.5.2x, later sglang/kernels
     "sglang.srt.layers.attention.triton_ops.extend_attention",
     "sglang.kernels.ops.attention.extend_attention",
@@ -487,19 +490,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def capture(fn: Callable[[], None]) -> "torch.cuda.CUDAGraph":
-    """`fn` in a CUDA graph (warmed up on a side stream first, as torch requires)."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
-
-
 def time_variants(runs: dict[str, Callable[[], None]], layers: int, samples: int, warmup: int,
                   use_graph: bool, seed: int) -> tuple[dict[str, list[float]], dict[str, str]]:
     """us per call per sample; variants interleaved, in a fresh random order every sample.
@@ -508,7 +498,7 @@ def time_variants(runs: dict[str, Callable[[], None]], layers: int, samples: int
     errors: dict[str, str] = {}
     for name, fn in runs.items():
         try:
-            step = capture(fn).replay if use_graph else fn
+            step = capture_graph(fn)[0].replay if use_graph else fn
             for _ in range(warmup):
                 step()
             torch.cuda.synchronize()

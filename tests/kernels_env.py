@@ -21,16 +21,3 @@ DEVICES = [
                                 pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]),
 ]
 
-
-def capture_graph(fn):
-    """(graph, fn's static output): `fn` captured in a CUDA graph after one warm-up call on a side
-    stream, as torch requires."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.kernels_env import capture_graph  # (also sets TRITON_INTERPRET before kernels import)
+import tests.kernels_env  # noqa: F401  (sets TRITON_INTERPRET before kernels import)
+from tests.cuda_graph import capture_graph
 
 from kernels import accept_walk, build_tree, build_tree_mask, commit_slots, posterior_tokens, tree_positions
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.kernels_env import DEVICES, INTERPRETED, capture_graph
+from tests.cuda_graph import capture_graph
+from tests.kernels_env import DEVICES, INTERPRETED
 
 from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton
 from kernels.posterior_split import posterior_tokens_split

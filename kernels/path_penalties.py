@@ -14,7 +14,8 @@ Computed as the dense per-request adjustment for every node, then the <= depth p
 each node recomputed from the raw logits with their path counts and scattered back. The dense
 step is one Triton pass on CUDA (read logits and the request's counts once, write once; the torch
 ops make ~8 passes over the [bs, n, V] logits) and equals the torch ops bit for bit: the same
-fp32 operations in the same order, no fused multiply-add, IEEE division. The path step is torch.
+fp32 operations in the same order, no fused multiply-add, IEEE division. The path step is torch
+ops after one Triton walk to the root per node (`path_tokens`).
 Fixed shapes, no host sync, capturable.
 """
 
@@ -61,8 +62,36 @@ def _adjust(x: torch.Tensor, c: torch.Tensor, pen: Penalties, stop: torch.Tensor
     return x
 
 
+@triton.jit
+def _walk_kernel(tokens_ptr, parent_ptr, out_ptr, n, D):
+    """`path_tokens_torch` for one node row (b * n + j): up to D steps towards the root."""
+    row = tl.program_id(0)
+    base = (row // n).to(tl.int64) * n
+    node = (row % n).to(tl.int64)
+    for s in range(D):
+        real = node > 0
+        at = base + tl.maximum(node, 0)
+        tl.store(out_ptr + row.to(tl.int64) * D + s, tl.where(real, tl.load(tokens_ptr + at).to(tl.int64), -1))
+        node = tl.where(real, tl.load(parent_ptr + at).to(tl.int64), 0)
+
+
+def path_tokens_triton(tokens: torch.Tensor, parent: torch.Tensor, max_depth: int) -> torch.Tensor:
+    """`path_tokens_torch` in one launch (the torch loop takes ~6 small kernels per depth step)."""
+    bs, n = tokens.shape
+    out = torch.empty((bs, n, max_depth), dtype=torch.int64, device=tokens.device)
+    if bs * n and max_depth:
+        _walk_kernel[(bs * n,)](tokens.contiguous(), parent.contiguous(), out, n, max_depth)
+    return out
+
+
 def path_tokens(tokens: torch.Tensor, parent: torch.Tensor, max_depth: int) -> torch.Tensor:
     """int64[bs, n, max_depth]: the tokens of node j and its ancestors (root excluded), -1 beyond."""
+    walk = path_tokens_triton if tokens.is_cuda else path_tokens_torch
+    return walk(tokens, parent, max_depth)
+
+
+def path_tokens_torch(tokens: torch.Tensor, parent: torch.Tensor, max_depth: int) -> torch.Tensor:
+    """`path_tokens`'s reference."""
     bs, n = tokens.shape
     out = torch.full((bs, n, max_depth), -1, dtype=torch.int64, device=tokens.device)
     node = torch.arange(n, device=tokens.device).expand(bs, n)

@@ -26,8 +26,9 @@ Sections (`--sections`, all by default):
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
-  path counted), the dense step as torch ops (previous) vs one Triton pass (runtime), side by side
-  with the path step included; fails if their outputs differ in any bit.
+  path counted): the dense step and the walk to the root, each as torch ops (previous) and Triton
+  (runtime), and the runtime's whole call, side by side; fails if a Triton step differs from its
+  torch reference in any bit.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request).
 
@@ -57,7 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
-from kernels.path_penalties import Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton  # noqa: E402
+from kernels.path_penalties import (Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton,  # noqa: E402
+                                    path_tokens_torch, path_tokens_triton)
 from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
@@ -457,6 +459,8 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 
 def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """The path penalties' two steps side by side, torch ops (previous) vs Triton (runtime): the dense
+    step and the walk to the root, then the runtime's whole call (both steps plus the path fix)."""
     dev, rows, vocab = args.device, args.rows, args.vocab
     records, table, differ = [], [], []
     for bs in args.batch:
@@ -468,21 +472,23 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
                         repetition=torch.full((bs,), 1.3, device=dev))
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * 4
         depth = min(args.depth, rows - 1)
-        fns = {name: (lambda dense=dense: apply_path_penalties(logits, tokens, parent, depth, pen, None, dense=dense))
-               for name, dense in (("torch", dense_adjust_torch), ("triton", dense_adjust_triton))}
-        same = bool(torch.equal(fns["torch"](), fns["triton"]()))
+        fns = {"dense torch": lambda: dense_adjust_torch(logits, pen, None, None),
+               "dense Triton": lambda: dense_adjust_triton(logits, pen, None, None),
+               "walk torch": lambda: path_tokens_torch(tokens, parent, depth),
+               "walk Triton": lambda: path_tokens_triton(tokens, parent, depth),
+               "whole call": lambda: apply_path_penalties(logits, tokens, parent, depth, pen, None)}
+        same = all(torch.equal(fns[f"{step} torch"](), fns[f"{step} Triton"]()) for step in ("dense", "walk"))
         if not same:
             differ.append(f"batch {bs}")
         t = timer.measure(fns)
-        ratio = t["torch"]["median"] / t["triton"]["median"]
-        records.append({"batch": bs, "rows": rows, "torch_us": t["torch"], "triton_us": t["triton"], "ratio": ratio,
-                        "same": same})
-        table.append([str(bs), _cell(t["torch"]), _cell(t["triton"]), f"{ratio:.2f}x", "yes" if same else "NO"])
+        records.append({"batch": bs, "rows": rows, "depth": depth, "us": t, "same": same})
+        table.append([str(bs), *(_cell(t[name]) for name in fns), "yes" if same else "NO"])
     _table(f"path penalties (frequency, presence, repetition), {rows} rows per request, depth {min(args.depth, rows - 1)}, "
            f"V={vocab}, fp32: us per round, median [p10-p90]",
-           ["batch", "torch dense step (previous)", "Triton dense step (runtime)", "torch/Triton", "same bits"], table)
+           ["batch", "dense step, torch (previous)", "dense step, Triton", "walk, torch (previous)", "walk, Triton",
+            "whole call (runtime)", "same results"], table)
     if differ:
-        raise RuntimeError(f"the Triton dense step differs from the torch ops at {differ}")
+        raise RuntimeError(f"a Triton step differs from its torch reference at {differ}")
     return records
 
 

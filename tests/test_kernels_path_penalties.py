@@ -1,4 +1,5 @@
-"""The one-pass Triton dense step of the path penalties (`kernels/path_penalties.py`).
+"""The Triton steps of the path penalties (`kernels/path_penalties.py`): the one-pass dense step
+and the walk to the root that lists each node's path tokens.
 
 It must equal the torch ops bit for bit (the same fp32 operations in the same order, IEEE division,
 no fused multiply-add), for each penalty alone and all together, with min-new-tokens stop rows that
@@ -15,7 +16,7 @@ import torch
 from tests.kernels_env import DEVICES
 
 from kernels.path_penalties import (DENSE_BLOCK, Penalties, apply_path_penalties, dense_adjust_torch,
-                                    dense_adjust_triton)
+                                    dense_adjust_triton, path_tokens_torch, path_tokens_triton)
 
 PARENT = torch.tensor([[-1, 0, 0, 1, 1, 3, 2, 5, 6], [-1, 0, 1, 2, 3, 0, 5, 1, 7]])
 
@@ -83,3 +84,26 @@ def test_no_dense_adjustment_leaves_the_logits_alone() -> None:
     before = logits.clone()
     out = apply_path_penalties(logits, tokens, parent, 4, Penalties(counts=torch.ones(2, 64)), None)
     assert torch.equal(out, before) and torch.equal(logits, before)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("max_depth", [1, 3, 8])  # shorter than the deepest path, about it, longer
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_walk_equals_torch(device: str, max_depth: int, dtype: torch.dtype) -> None:
+    gen = torch.Generator().manual_seed(max_depth)
+    bs, n = 3, 12
+    parent = torch.full((bs, n), -1)
+    for j in range(1, n):  # random trees: each node's parent any earlier node
+        parent[:, j] = torch.randint(0, j, (bs,), generator=gen)
+    tokens = torch.randint(0, 50_000, (bs, n), generator=gen)
+    want = path_tokens_torch(tokens, parent, max_depth)
+    got = path_tokens_triton(tokens.to(dtype).to(device), parent.to(dtype).to(device), max_depth)
+    assert got.dtype == torch.int64 and torch.equal(got.cpu(), want)
+    assert (want[:, 0] == -1).all() and (want[:, 1:, 0] == tokens[:, 1:]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_walk_empty_shapes(device: str) -> None:
+    tokens, parent = torch.zeros(2, 1, dtype=torch.int64, device=device), torch.full((2, 1), -1, device=device)
+    assert path_tokens_triton(tokens, parent, 0).shape == (2, 1, 0)
+    assert torch.equal(path_tokens_triton(tokens, parent, 2).cpu(), torch.full((2, 1, 2), -1))

@@ -40,6 +40,9 @@ from .posterior import BLOCK, CUTS, _prepare, _uniform
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
 PAR_ROUNDS = 3  # check rounds run split over the row's blocks; a row still drawing then finishes alone
+# Tokens per chunk of the check pass's running [CUTS, CHECK_CHUNK] tile (`_check_block`); 0 keeps the
+# per-cut reductions. A speed knob only: `scripts/bench_kernels.py --sections posterior-tune` times both.
+CHECK_CHUNK = 0
 
 
 @triton.jit
@@ -174,30 +177,47 @@ def _cuts(fstate_ptr, row, NC: tl.constexpr):
 
 @triton.jit
 def _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, V, NB, BLOCK: tl.constexpr,
-                 NC: tl.constexpr):
-    """The count and mass (relative to the row max) of block bi's tokens strictly above every cut."""
+                 NC: tl.constexpr, CHUNK: tl.constexpr):
+    """The count and mass (relative to the row max) of block bi's tokens strictly above every cut.
+
+    CHUNK 0: one cut at a time, two block-wide reductions per cut (no [NC, BLOCK] tile in registers).
+    CHUNK > 0: the block in chunks of CHUNK tokens, every cut at once into an [NC, CHUNK] running
+    tile, reduced once at the end (two reductions per block instead of 2 x NC)."""
     cand, row_max = _cuts(fstate_ptr, row, NC)
     ci = tl.arange(0, NC)
-    z, _ = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
-    w = tl.exp(z - row_max)
-    cnt = tl.zeros([NC], tl.int32)
-    above = tl.zeros([NC], tl.float32)
-    for c in tl.static_range(NC):  # one cut at a time: no [NC, BLOCK] tile in registers
-        gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
-        cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
-        above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
+    if CHUNK == 0:
+        z, _ = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
+        w = tl.exp(z - row_max)
+        cnt = tl.zeros([NC], tl.int32)
+        above = tl.zeros([NC], tl.float32)
+        for c in tl.static_range(NC):
+            gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
+            cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
+            above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
+    else:
+        x_row = logits_ptr + row * V
+        cnt_t = tl.zeros([NC, CHUNK], tl.int32)
+        above_t = tl.zeros([NC, CHUNK], tl.float32)
+        for s in tl.static_range(BLOCK // CHUNK):
+            idx = bi * BLOCK + s * CHUNK + tl.arange(0, CHUNK)
+            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+            gt = z[None, :] > cand[:, None]
+            cnt_t += gt.to(tl.int32)
+            above_t += tl.where(gt, tl.exp(z - row_max)[None, :], 0.0)
+        cnt = tl.sum(cnt_t, axis=1)
+        above = tl.sum(above_t, axis=1)
     tl.store(cnt_ptr + (row * NC + ci) * NB + bi, cnt)
     tl.store(above_ptr + (row * NC + ci) * NB + bi, above)
 
 
 @triton.jit
 def _check_kernel(logits_ptr, temp_ptr, topk_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, NC: tl.constexpr):
+                  BLOCK: tl.constexpr, NC: tl.constexpr, CHUNK: tl.constexpr):
     """Program (row, block) of a row whose draw awaits its check; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
     if tl.load(istate_ptr + row * 2) == _CHECK:
         temp = _row_params(temp_ptr, topk_ptr, row // n)[0]
-        _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, tl.program_id(1), temp, V, NB, BLOCK, NC)
+        _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, tl.program_id(1), temp, V, NB, BLOCK, NC, CHUNK)
 
 
 @triton.jit
@@ -237,7 +257,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
 @triton.jit
 def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, fstate_ptr, istate_ptr,
                    cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                   NC: tl.constexpr, SEQUENTIAL: tl.constexpr):
+                   NC: tl.constexpr, CHUNK: tl.constexpr, SEQUENTIAL: tl.constexpr):
     """Program per row: one round's decision (and redraw) after the split check pass; with
     SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
     row = tl.program_id(0).to(tl.int64)
@@ -253,7 +273,7 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
         if SEQUENTIAL:
             while status == _CHECK:
                 for bi in range(0, NB):
-                    _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, V, NB, BLOCK, NC)
+                    _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, V, NB, BLOCK, NC, CHUNK)
                 tl.debug_barrier()  # the partials this program wrote, visible to all its threads
                 status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr,
                                cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC)
@@ -266,11 +286,13 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                           block: int = BLOCK, par_rounds: int = PAR_ROUNDS) -> torch.Tensor:
+                           block: int = BLOCK, par_rounds: int = PAR_ROUNDS, check_chunk: int = CHECK_CHUNK,
+                           warps: int | None = None) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
-    tunes the speed. CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
+    tunes the speed, as do `check_chunk` (CHECK_CHUNK) and `warps` (per program; default by block).
+    CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     logits = target_logits.contiguous()
@@ -291,7 +313,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     istate = torch.empty((rows, 2), dtype=torch.int32, device=dev)
     cnt = torch.empty((rows, CUTS, nb), dtype=torch.int32, device=dev)
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
-    warps = 4 if block >= 1024 else 2
+    warps = warps or (4 if block >= 1024 else 2)
+    chunk = min(check_chunk, block)
     _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, n, vocab, nb, BLOCK=block, num_warps=warps)
     _mass_kernel[(rows, nb)](logits, temp, k, mp, bmax, bsum, mass, n, vocab, nb, BLOCK=block, NBP=nbp,
                              num_warps=warps)
@@ -300,8 +323,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     finish = (logits, *params, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
         _check_kernel[(rows, nb)](logits, temp, k, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block, NC=CUTS,
-                                  num_warps=warps)
-        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, num_warps=warps)
-    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, num_warps=warps)
+                                  CHUNK=chunk, num_warps=warps)
+        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, CHUNK=chunk, SEQUENTIAL=False, num_warps=warps)
+    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, CHUNK=chunk, SEQUENTIAL=True, num_warps=warps)
     return out
 

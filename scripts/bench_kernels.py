@@ -25,6 +25,9 @@ Sections (`--sections`, all by default):
   one's draws off the torch reference are counted with those at a CDF boundary (two float32
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
+- posterior-tune: the split kernel's speed knobs (block size x check-pass chunk x warps) at the
+  largest batch on T=1, top-p 0.9 and top-k 2000, fastest first, each setting's draws compared with
+  the default's (boundary draws may differ: another float32 summation order).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
   path counted): the dense step and the walk to the root, each as torch ops (previous) and Triton
   (runtime), and the runtime's whole call, side by side; fails if a Triton step differs from its
@@ -458,6 +461,46 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return records
 
 
+TUNE_CASES = ("T=1", "top_p=0.9", "top_k=2000")
+
+
+def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """The split posterior's speed knobs at the largest batch: block size x check-pass chunk (0: one
+    reduction pair per cut) x warps, on T=1, top-p 0.9 and top-k 2000, peaked and flat logits,
+    fastest first per case. Each setting's draws are compared with the default's (another block or
+    chunk sums in another float32 order, so a few boundary draws may differ: counted, not failed)."""
+    bs, rows, vocab, dev = max(args.batch), args.rows, args.vocab, args.device
+    gen = torch.Generator(device=dev).manual_seed(bs * 11 + rows)
+    seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
+    positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
+    blocks = [b for b in (1024, 2048, 4096) if b <= vocab] or [vocab]
+    configs = {f"block={b} chunk={c} warps={w}": (b, c, w) for b in blocks for c in (0, 256, 512) for w in (4, 8)
+               if c <= b}
+    out, table = [], []
+    for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
+        logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
+        for case in TUNE_CASES:
+            t, k, p, mp, _ = POSTERIOR_CASES[case]
+            params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
+                      ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
+            min_p = torch.full((bs,), mp, device=dev)
+            fns = {name: (lambda b=b, c=c, w=w: posterior_tokens_split(logits, *params, seed, min_p=min_p,
+                                                                       positions=positions, block=b,
+                                                                       check_chunk=c, warps=w))
+                   for name, (b, c, w) in configs.items()}
+            want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
+            differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
+            times = timer.measure(fns)
+            for name in sorted(configs, key=lambda n: times[n]["median"]):
+                b, c, w = configs[name]
+                out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "check_chunk": c,
+                            "warps": w, "us": times[name], "draws_differing_from_default": differ[name]})
+                table.append([shape, case, name, _cell(times[name]), str(differ[name])])
+    _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "
+           "case", ["logits", "case", "setting", "us", f"draws != the default's (of {bs * rows})"], table)
+    return out
+
+
 def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """The path penalties' two steps side by side, torch ops (previous) vs Triton (runtime): the dense
     step and the walk to the root, then the runtime's whole call (both steps plus the path fix)."""
@@ -537,7 +580,7 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
     "topk": bench_topk, "topk-tune": bench_topk_tune, "build": bench_build, "mask": bench_mask, "move": bench_move,
-    "posterior": bench_posterior, "penalties": bench_penalties, "round": bench_round,
+    "posterior": bench_posterior, "posterior-tune": bench_posterior_tune, "penalties": bench_penalties, "round": bench_round,
 }
 
 

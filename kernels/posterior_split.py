@@ -40,9 +40,6 @@ from .posterior import BLOCK, CUTS, _prepare, _uniform
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
 PAR_ROUNDS = 3  # check rounds run split over the row's blocks; a row still drawing then finishes alone
-# Tokens per chunk of the check pass's running [CUTS, CHECK_CHUNK] tile (`_check_block`); 0 keeps the
-# per-cut reductions. A speed knob only: `scripts/bench_kernels.py --sections posterior-tune` times both.
-CHECK_CHUNK = 0
 
 
 @triton.jit
@@ -176,48 +173,50 @@ def _cuts(fstate_ptr, row, NC: tl.constexpr):
 
 
 @triton.jit
-def _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, V, NB, BLOCK: tl.constexpr,
-                 NC: tl.constexpr, CHUNK: tl.constexpr):
+def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB,
+                 BLOCK: tl.constexpr, NC: tl.constexpr):
     """The count and mass (relative to the row max) of block bi's tokens strictly above every cut.
 
-    CHUNK 0: one cut at a time, two block-wide reductions per cut (no [NC, BLOCK] tile in registers).
-    CHUNK > 0: the block in chunks of CHUNK tokens, every cut at once into an [NC, CHUNK] running
-    tile, reduced once at the end (two reductions per block instead of 2 x NC)."""
+    A block whose max (the stats pass's) is not above the lowest cut, the drawn token, holds no
+    token above any cut: its zeros are stored without reading it (most blocks of a peaked row).
+    Counts are made only for a row with top-k (`count`): top-p and the redraw need the masses."""
     cand, row_max = _cuts(fstate_ptr, row, NC)
     ci = tl.arange(0, NC)
-    if CHUNK == 0:
+    cnt = tl.zeros([NC], tl.int32)
+    above = tl.zeros([NC], tl.float32)
+    if tl.load(bmax_ptr + row * NB + bi) > tl.min(cand, axis=0):
         z, _ = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
         w = tl.exp(z - row_max)
-        cnt = tl.zeros([NC], tl.int32)
-        above = tl.zeros([NC], tl.float32)
-        for c in tl.static_range(NC):
-            gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
-            cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
-            above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
-    else:
-        x_row = logits_ptr + row * V
-        cnt_t = tl.zeros([NC, CHUNK], tl.int32)
-        above_t = tl.zeros([NC, CHUNK], tl.float32)
-        for s in tl.static_range(BLOCK // CHUNK):
-            idx = bi * BLOCK + s * CHUNK + tl.arange(0, CHUNK)
-            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-            gt = z[None, :] > cand[:, None]
-            cnt_t += gt.to(tl.int32)
-            above_t += tl.where(gt, tl.exp(z - row_max)[None, :], 0.0)
-        cnt = tl.sum(cnt_t, axis=1)
-        above = tl.sum(above_t, axis=1)
+        if count:
+            for c in tl.static_range(NC):  # one cut at a time: no [NC, BLOCK] tile in registers
+                gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
+                cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
+                above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
+        else:
+            for c in tl.static_range(NC):
+                gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
+                above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
     tl.store(cnt_ptr + (row * NC + ci) * NB + bi, cnt)
     tl.store(above_ptr + (row * NC + ci) * NB + bi, above)
 
 
 @triton.jit
-def _check_kernel(logits_ptr, temp_ptr, topk_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, NC: tl.constexpr, CHUNK: tl.constexpr):
+def _counts_needed(topk_ptr, b, V):
+    """Whether request b's top-k cuts anything (else its check pass skips the counts)."""
+    top_k = tl.load(topk_ptr + b)
+    return (top_k > 0) & (top_k < V)
+
+
+@triton.jit
+def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, NC: tl.constexpr):
     """Program (row, block) of a row whose draw awaits its check; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
     if tl.load(istate_ptr + row * 2) == _CHECK:
-        temp = _row_params(temp_ptr, topk_ptr, row // n)[0]
-        _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, tl.program_id(1), temp, V, NB, BLOCK, NC, CHUNK)
+        b = row // n
+        temp = _row_params(temp_ptr, topk_ptr, b)[0]
+        _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, tl.program_id(1), temp,
+                     _counts_needed(topk_ptr, b, V), V, NB, BLOCK, NC)
 
 
 @triton.jit
@@ -255,9 +254,9 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
 
 
 @triton.jit
-def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, fstate_ptr, istate_ptr,
-                   cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                   NC: tl.constexpr, CHUNK: tl.constexpr, SEQUENTIAL: tl.constexpr):
+def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, fstate_ptr,
+                   istate_ptr, cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
+                   NC: tl.constexpr, SEQUENTIAL: tl.constexpr):
     """Program per row: one round's decision (and redraw) after the split check pass; with
     SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
     row = tl.program_id(0).to(tl.int64)
@@ -272,8 +271,10 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
         position = tl.load(pos_ptr + row)
         if SEQUENTIAL:
             while status == _CHECK:
+                count = _counts_needed(topk_ptr, b, V)
                 for bi in range(0, NB):
-                    _check_block(logits_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, V, NB, BLOCK, NC, CHUNK)
+                    _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB,
+                                 BLOCK, NC)
                 tl.debug_barrier()  # the partials this program wrote, visible to all its threads
                 status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr,
                                cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC)
@@ -286,13 +287,12 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                           block: int = BLOCK, par_rounds: int = PAR_ROUNDS, check_chunk: int = CHECK_CHUNK,
-                           warps: int | None = None) -> torch.Tensor:
+                           block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
-    tunes the speed, as do `check_chunk` (CHECK_CHUNK) and `warps` (per program; default by block).
-    CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
+    tunes the speed, as do `block` and `warps` (per program; default by block). CUDA tensors, or CPU
+    tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     logits = target_logits.contiguous()
@@ -314,17 +314,16 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     cnt = torch.empty((rows, CUTS, nb), dtype=torch.int32, device=dev)
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
-    chunk = min(check_chunk, block)
     _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, n, vocab, nb, BLOCK=block, num_warps=warps)
     _mass_kernel[(rows, nb)](logits, temp, k, mp, bmax, bsum, mass, n, vocab, nb, BLOCK=block, NBP=nbp,
                              num_warps=warps)
     _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, n, vocab, nb, BLOCK=block,
                            NBP=nbp, num_warps=warps)
-    finish = (logits, *params, fstate, istate, cnt, above, out, n, vocab, nb)
+    finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
-        _check_kernel[(rows, nb)](logits, temp, k, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block, NC=CUTS,
-                                  CHUNK=chunk, num_warps=warps)
-        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, CHUNK=chunk, SEQUENTIAL=False, num_warps=warps)
-    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, CHUNK=chunk, SEQUENTIAL=True, num_warps=warps)
+        _check_kernel[(rows, nb)](logits, temp, k, bmax, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block, NC=CUTS,
+                                  num_warps=warps)
+        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, num_warps=warps)
+    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, num_warps=warps)
     return out
 

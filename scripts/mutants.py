@@ -222,6 +222,14 @@ TRITON = (
            "tl.store(bonus_ptr + b, tl.sum(tl.where(offs == cur, post, 0), axis=0))",
            "tl.store(bonus_ptr + b, tl.sum(tl.where(offs == cur, tok, 0), axis=0))",
            ("tests/test_kernels_accept_walk.py::test_triton_walk_equals_torch",)),
+    Mutant("Split posterior's check skips blocks with tokens above the lower cuts", "kernels/posterior_split.py",
+           "if tl.load(bmax_ptr + row * NB + bi) > tl.min(cand, axis=0):",
+           "if tl.load(bmax_ptr + row * NB + bi) > tl.max(cand, axis=0):",
+           ("tests/test_kernels_posterior_split.py::test_split_equals_torch",)),
+    Mutant("Split posterior never counts the tokens above a cut (top-k unchecked)", "kernels/posterior_split.py",
+           "    return (top_k > 0) & (top_k < V)\n",
+           "    return (top_k > 0) & (top_k < 0)\n",
+           ("tests/test_kernels_posterior_split.py::test_split_equals_torch",)),
 )
 
 MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON

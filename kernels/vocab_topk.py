@@ -38,9 +38,9 @@ PROGRAMS_PER_SM = 8  # scan programs per SM the row splitting aims at
 TILE = SCAN_SUPERS * SUPER * GROUP
 STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
 # Levels 2-3 sort at most SELECT_CAP_PER_KP x KP competing keys (`_narrow`; 0: every key). 2 cut the
-# call 212 -> 154 us on the H200 (K=64, batch 64, the same tokens); it stays 0 until the GPU unit
-# tests and the GPU matrix have run with it (docs/kernels.md).
-SELECT_CAP_PER_KP = 0
+# call 212 -> 154 us on the H200 (K=64, batch 64, the same tokens); its GPU unit tests and the
+# off-chain GPU suite passed with it (docs/kernels.md).
+SELECT_CAP_PER_KP = 2
 
 
 class TopKParts(NamedTuple):

@@ -485,7 +485,7 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
             min_p = torch.full((bs,), mp, device=dev)
             fns = {name: (lambda b=b, w=w: posterior_tokens_split(logits, *params, seed, min_p=min_p,
                                                                   positions=positions, block=b, warps=w))
-                   for name, (b, c, w) in configs.items()}
+                   for name, (b, w) in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)

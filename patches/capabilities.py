@@ -37,9 +37,10 @@ class Capability:
 # Attention backends whose target-verify path applies `spec_info.custom_mask` (eager and captured):
 # the backends of capability "custom-mask-attention".
 TREE_MASK_ATTENTION_BACKENDS = ("triton", "flashinfer")
-# The one of them DDTree's GPU checks have run on throughout (every release and suite; FlashInfer so
-# far 31 of 32 matrix rows on 0.5.15, docs/gpu-check.md): the backend a refusal names first.
-GPU_CHECKED_TREE_BACKEND = "triton"
+# The fastest of them for DDTREE, the backend a refusal names first: on the H200 (SGLang 0.5.15, Qwen3-8B
+# shape, budget 15) DDTREE's round took 1.01-1.56x as long on flashinfer as on triton at batch 1-64,
+# measured side by side (docs/benchmarks.md); both pass the GPU matrix (docs/gpu-check.md).
+FASTEST_TREE_BACKEND = "triton"
 
 CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability(

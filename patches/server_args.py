@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .capabilities import GPU_CHECKED_TREE_BACKEND, TREE_MASK_ATTENTION_BACKENDS, capability
+from .capabilities import FASTEST_TREE_BACKEND, TREE_MASK_ATTENTION_BACKENDS, capability
 
 # Limits of the tree build (kernels/tree_build.py MAX_BUDGET / MAX_DEPTH: a node is packed into
 # one int64 key). Kept here so validation never imports Triton.
@@ -150,8 +150,8 @@ def check_attention_backend(server_args: Any) -> None:
         raise DDTreeArgumentError(
             f"DDTREE verifies a tree, which needs an attention backend that applies the custom mask "
             f"in target verify; the target would verify with {backend!r}. Use --attention-backend "
-            f"{GPU_CHECKED_TREE_BACKEND} (the backend DDTree's GPU checks run on; also accepted: "
-            f"{', '.join(b for b in TREE_MASK_ATTENTION_BACKENDS if b != GPU_CHECKED_TREE_BACKEND)})."
+            f"{FASTEST_TREE_BACKEND} (the fastest for DDTREE where measured; also accepted: "
+            f"{', '.join(b for b in TREE_MASK_ATTENTION_BACKENDS if b != FASTEST_TREE_BACKEND)})."
         )
 
 

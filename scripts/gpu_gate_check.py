@@ -15,7 +15,7 @@ CASES = [
     ("default budget = block - 1", {}, (7, 7, None, 8)),
     ("budget 32 -> verify width 33", {"speculative_ddtree_budget": 32}, (32, 32, 8, 33)),
     ("budget 1 -> verify width = block", {"speculative_ddtree_budget": 1}, (1, 1, None, 8)),
-    ("fa3 refused", {"attention_backend": "fa3"}, "Use --attention-backend triton (the backend"),
+    ("fa3 refused", {"attention_backend": "fa3"}, "Use --attention-backend triton (the fastest"),
     ("page size 16 accepted", {"page_size": 16}, (7, 7, None, 8)),
     ("topk above budget refused", {"speculative_ddtree_budget": 4, "speculative_ddtree_topk": 5},
      "topk must be between 1 and the budget"),

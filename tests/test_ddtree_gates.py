@@ -141,7 +141,7 @@ def test_backends_that_ignore_the_mask_are_refused(overrides, named):
     with pytest.raises(DDTreeArgumentError) as err:
         validate_ddtree_server_args(args)
     assert f"would verify with {named}" in str(err.value)
-    assert "Use --attention-backend triton (the backend DDTree's GPU checks run on; also accepted: flashinfer)." in str(err.value)
+    assert "Use --attention-backend triton (the fastest for DDTREE where measured; also accepted: flashinfer)." in str(err.value)
     assert args.speculative_ddtree_budget is None  # nothing written on failure
 
 

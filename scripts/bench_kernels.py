@@ -25,7 +25,7 @@ Sections (`--sections`, all by default):
   one's draws off the torch reference are counted with those at a CDF boundary (two float32
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
-- posterior-tune: the split kernel's speed knobs (block size x warps) at the
+- posterior-tune: the split kernel's speed knobs (block size x warps x split check rounds) at the
   largest batch on T=1, top-p 0.9 and top-k 2000, fastest first, each setting's draws compared with
   the default's (boundary draws may differ: another float32 summation order).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
@@ -465,16 +465,17 @@ TUNE_CASES = ("T=1", "top_p=0.9", "top_k=2000")
 
 
 def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The split posterior's speed knobs at the largest batch: block size x warps, on T=1, top-p 0.9
-    and top-k 2000, peaked and flat logits, fastest first per case. Each setting's draws are compared
-    with the default's (another block sums in another float32 order, so a few boundary draws may
-    differ: counted, not failed)."""
+    """The split posterior's speed knobs at the largest batch: block size x warps x check rounds run
+    split before the per-row tail (`par_rounds`: the same draws), on T=1, top-p 0.9 and top-k 2000,
+    peaked and flat logits, fastest first per case. Each setting's draws are compared with the
+    default's (another block sums in another float32 order, so a few boundary draws may differ:
+    counted, not failed)."""
     bs, rows, vocab, dev = max(args.batch), args.rows, args.vocab, args.device
     gen = torch.Generator(device=dev).manual_seed(bs * 11 + rows)
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
     blocks = [b for b in (2048, 4096, 8192) if b <= vocab] or [vocab]
-    configs = {f"block={b} warps={w}": (b, w) for b in blocks for w in (4, 8)}
+    configs = {f"block={b} warps={w} split rounds={r}": (b, w, r) for b in blocks for w in (4, 8) for r in (3, 6)}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
@@ -483,15 +484,17 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
             params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
                       ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
             min_p = torch.full((bs,), mp, device=dev)
-            fns = {name: (lambda b=b, w=w: posterior_tokens_split(logits, *params, seed, min_p=min_p,
-                                                                  positions=positions, block=b, warps=w))
-                   for name, (b, w) in configs.items()}
+            fns = {name: (lambda b=b, w=w, r=r: posterior_tokens_split(logits, *params, seed, min_p=min_p,
+                                                                       positions=positions, block=b, warps=w,
+                                                                       par_rounds=r))
+                   for name, (b, w, r) in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)
             for name in sorted(configs, key=lambda n: times[n]["median"]):
-                b, w = configs[name]
-                out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w, "us": times[name], "draws_differing_from_default": differ[name]})
+                b, w, r = configs[name]
+                out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w,
+                            "par_rounds": r, "us": times[name], "draws_differing_from_default": differ[name]})
                 table.append([shape, case, name, _cell(times[name]), str(differ[name])])
     _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "
            "case", ["logits", "case", "setting", "us", f"draws != the default's (of {bs * rows})"], table)

@@ -17,7 +17,10 @@ How (streaming the row, nothing sorted; as written here one program per node,
 `posterior_tokens_triton`; the runtime launches the same passes split over the row's blocks,
 `posterior_split.py`):
 1. One pass: per-block max and sum of exp -> the row max M, the total mass S and the mass of every
-   block (a second pass with min_p, to drop the tokens under its threshold from the block masses).
+   block; and the max of every UNIT tokens. With top-k (k at most the number of units), the k-th
+   largest unit max has k tokens at or above it, so top-k keeps nothing below it: just under it
+   is the first draw's floor (a flat row's top-50 then starts among ~70 tokens, not 152k). A
+   second pass, with min_p or that floor, sums the block masses of the first draw's support.
 2. Inverse-CDF draw: a uniform u picks the block whose cumulative mass crosses u * mass, then the
    token inside that one block.
 3. With top-k / top-p, one more pass counts the tokens and the mass strictly above the drawn
@@ -45,6 +48,8 @@ _M32 = 0xFFFFFFFF
 _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
 BLOCK = 2048
 CUTS = 8  # cut candidates per check pass (the drawn token and 7 above it)
+UNIT = 256  # tokens per unit of the top-k floor (`_floor_units`): a row's maxima per UNIT tokens rank it
+_FLT_MIN = 1.1754943508222875e-38
 
 
 def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
@@ -87,8 +92,71 @@ def _uniform(seed, position, rnd):
 
 
 @triton.jit
-def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr,
-                      n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr):
+def _floored(top_k, V, UNIT: tl.constexpr):
+    """Whether the top-k floor applies: top-k on, and k at most the row's number of units."""
+    return (top_k > 0) & (top_k < V) & (top_k <= (V + UNIT - 1) // UNIT)
+
+
+@triton.jit
+def _top_k_floor(units_row, U, top_k, UP: tl.constexpr):
+    """Exclusive floor under the top_k-th largest of a row's U unit maxima (-inf when that is -inf):
+    the top_k units reaching it hold top_k tokens at or above it, so top-k keeps nothing below it.
+    The top_k-th largest is found bit by bit (the largest key t with top_k keys >= t; keys order
+    as the floats do), 32 counts instead of a sort."""
+    u = tl.arange(0, UP)
+    bits = tl.load(units_row + u, mask=u < U, other=float("-inf")).to(tl.int32, bitcast=True)
+    key = tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(tl.int64) + 2147483648  # in [0, 2**32)
+    kth = tl.zeros([], tl.int64)
+    for i in tl.static_range(32):
+        cand = kth + (1 << (31 - i))
+        kth = tl.where(tl.sum((key >= cand).to(tl.int32), axis=0) >= top_k, cand, kth)
+    kbits = (kth - 2147483648).to(tl.int32)
+    value = tl.where(kbits < 0, kbits ^ 0x7FFFFFFF, kbits).to(tl.float32, bitcast=True)
+    return tl.where(value > float("-inf"), _just_below(value), float("-inf"))
+
+
+@triton.jit
+def _block_mass(x_row, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr):
+    """Block bi's mass (relative to the row max) of the tokens above the floor with w >= min_p."""
+    idx = bi * BLOCK + tl.arange(0, BLOCK)
+    z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+    w = tl.exp(z - row_max)
+    return tl.sum(tl.where((z > floor) & (w >= min_p), w, 0.0), axis=0)
+
+
+@triton.jit
+def _unit_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr, UNIT: tl.constexpr):
+    """`_block_mass` summed unit by unit in order, reading only the units whose max (`units_block`:
+    the block's unit maxima) is above the floor: a floored flat row reads ~1/8 of its logits."""
+    acc = tl.zeros([], tl.float32)
+    offs = tl.arange(0, UNIT)
+    for u in range(BLOCK // UNIT):
+        if tl.load(units_block + u) > floor:
+            idx = bi * BLOCK + u * UNIT + offs
+            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+            w = tl.exp(z - row_max)
+            acc += tl.sum(tl.where((z > floor) & (w >= min_p), w, 0.0), axis=0)
+    return acc
+
+
+@triton.jit
+def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr, UNIT: tl.constexpr):
+    """Block bi's mass in the first draw's support: by unit on a floored row with units inside the
+    block (only such rows have unit maxima), else the whole block."""
+    if UNIT < BLOCK:
+        if floor > float("-inf"):
+            mass = _unit_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK, UNIT)
+        else:
+            mass = _block_mass(x_row, bi, temp, row_max, floor, min_p, V, BLOCK)
+    else:
+        mass = _block_mass(x_row, bi, temp, row_max, floor, min_p, V, BLOCK)
+    return mass
+
+
+@triton.jit
+def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr, units_ptr,
+                      n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, UNIT: tl.constexpr,
+                      UP: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     x_row = logits_ptr + row * V
@@ -112,6 +180,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
         seed = tl.load(seed_ptr + b)
         position = tl.load(pos_ptr + row)
         k_on = (top_k > 0) & (top_k < V)
+        floored = _floored(top_k, V, UNIT)
         p_on = top_p < 1.0
         # 1. per-block max and sum of exp (relative to the block max)
         bmax = tl.full([NBP], float("-inf"), tl.float32)
@@ -124,17 +193,21 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
             s = tl.sum(tl.exp(z - m_safe), axis=0)
             bmax = tl.where(blocks == bi, m, bmax)
             bsum = tl.where(blocks == bi, s, bsum)
+            if floored:
+                tl.store(units_ptr + row * UP + bi * (BLOCK // UNIT) + tl.arange(0, BLOCK // UNIT),
+                         tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
         row_max = tl.max(bmax, axis=0)
         mass = tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0)
         total = tl.sum(mass, axis=0)
-        if min_p > 0.0:
-            for bi in range(0, NB):
-                idx = bi * BLOCK + offs
-                z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-                w = tl.exp(z - row_max)
-                s = tl.sum(tl.where(w >= min_p, w, 0.0), axis=0)
-                mass = tl.where(blocks == bi, s, mass)
         floor = tl.full([], float("-inf"), tl.float32)
+        if floored:
+            tl.debug_barrier()  # the unit maxima this program stored, visible to all its threads
+            floor = _top_k_floor(units_ptr + row * UP, NB * (BLOCK // UNIT), top_k, UP)
+        if (min_p > 0.0) | (floor > float("-inf")):
+            for bi in range(0, NB):
+                s = _support_mass(x_row, units_ptr + row * UP + bi * (BLOCK // UNIT), bi, temp, row_max, floor, min_p,
+                                  V, BLOCK, UNIT)
+                mass = tl.where(blocks == bi, s, mass)
         floor_mass = tl.sum(mass, axis=0)
         rnd = tl.zeros([], tl.int32)
         token = tl.zeros([], tl.int32)
@@ -216,15 +289,41 @@ def _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions):
     return seed, min_p, positions.to(torch.int64)
 
 
+def floor_unit(block: int, unit: int, vocab: int) -> int:
+    """Tokens per unit of the top-k floor: `unit` when it splits the (vocabulary-clipped) block, else
+    the block itself. Raises on a unit that is not a power of two."""
+    if unit < 1 or unit & (unit - 1):
+        raise ValueError(f"unit={unit} must be a power of two")
+    block = min(block, triton.next_power_of_2(vocab))
+    return min(unit, block)
+
+
+def just_below_torch(x: torch.Tensor) -> torch.Tensor:
+    """A float32 strictly below x (its predecessor; -FLT_MIN below zero), so `z > just_below(x)`
+    keeps x itself: the exclusive floor under a kept value."""
+    bits = x.view(torch.int32)
+    down = torch.where(x > 0, bits - 1, bits + 1).view(torch.float32)
+    return torch.where(x == 0, -_FLT_MIN, down)
+
+
+@triton.jit
+def _just_below(x):
+    bits = x.to(tl.int32, bitcast=True)
+    down = tl.where(x > 0, bits - 1, bits + 1).to(tl.float32, bitcast=True)
+    return tl.where(x == 0, -1.1754943508222875e-38, down)
+
+
 def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                           block: int = BLOCK) -> torch.Tensor:
-    """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same draws)."""
+                           block: int = BLOCK, unit: int = UNIT) -> torch.Tensor:
+    """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same units,
+    same draws)."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     dev = target_logits.device
     rows = bs * n
+    unit = floor_unit(block, unit, vocab)
     block = min(block, triton.next_power_of_2(vocab))  # as the launcher: the same blocks, the same sums
     nb = -(-vocab // block)
     x = target_logits.reshape(rows, vocab).float()
@@ -243,9 +342,21 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     mass = torch.where(bmax > float("-inf"), bsum * torch.exp(bmax - row_max), 0.0)
     total = mass.sum(-1)
     w_all = torch.exp(zb - row_max[..., None])
-    mass = torch.where(mp[:, None] > 0, torch.where(w_all >= mp[:, None, None], w_all, 0.0).sum(-1), mass)
     k_on, p_on = (k > 0) & (k < vocab), p < 1
-    floor = torch.full((rows,), float("-inf"), device=dev)
+    # the top-k floor: the k-th largest unit maximum has k tokens at or above it
+    umax = z.view(rows, -1, unit).amax(-1)
+    kth = umax.sort(-1, descending=True).values.gather(1, (k - 1).clamp(0, umax.shape[1] - 1)[:, None])[:, 0]
+    floored = sampled & k_on & (k <= -(-vocab // unit)) & (kth > float("-inf"))
+    floor = torch.where(floored, just_below_torch(kth), float("-inf"))
+    support = torch.where((zb > floor[:, None, None]) & (w_all >= mp[:, None, None]), w_all, 0.0)
+    support_mass = support.sum(-1)
+    if unit < block:  # a floored row's blocks are summed unit by unit, in order (the kernels skip units below the floor)
+        by_unit = torch.zeros_like(support_mass)
+        per_unit = support.view(rows, nb, block // unit, unit).sum(-1)
+        for u in range(block // unit):
+            by_unit = by_unit + per_unit[..., u]
+        support_mass = torch.where(floored[:, None], by_unit, support_mass)
+    mass = torch.where((mp[:, None] > 0) | floored[:, None], support_mass, mass)
     floor_mass = mass.sum(-1)
     searching = sampled.clone()
     offs, blocks = torch.arange(block, device=dev), torch.arange(nb, device=dev)
@@ -288,7 +399,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
 def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                             top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                             min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                            block: int = BLOCK) -> torch.Tensor:
+                            block: int = BLOCK, unit: int = UNIT) -> torch.Tensor:
     """Triton, one program per node (the module docstring's passes): the runtime's kernel before
     `posterior_split` (same draws), kept as its benchmark baseline and chi-square subject."""
     bs, n, vocab = target_logits.shape
@@ -296,12 +407,16 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
     logits = target_logits.contiguous()
     out = torch.empty((bs, n), dtype=torch.int64, device=logits.device)
     if bs * n:
+        unit = floor_unit(block, unit, vocab)
         block = min(block, triton.next_power_of_2(vocab))
         nb = triton.cdiv(vocab, block)
+        up = max(2, triton.next_power_of_2(nb * (block // unit)))
+        units = torch.empty((bs * n, up), dtype=torch.float32, device=logits.device)
         _posterior_kernel[(bs * n,)](
             logits, temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
-            min_p.float().contiguous(), seed.contiguous(), positions.contiguous(), out, n, vocab, nb,
-            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, num_warps=8 if block >= 2048 else 4,
+            min_p.float().contiguous(), seed.contiguous(), positions.contiguous(), out, units, n, vocab, nb,
+            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, UNIT=unit, UP=up,
+            num_warps=8 if block >= 2048 else 4,
         )
     return out
 

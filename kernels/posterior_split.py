@@ -39,11 +39,14 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import BLOCK, CUTS, _prepare, _uniform
+from .posterior import BLOCK, CUTS, UNIT, _floored, _prepare, _support_mass, _top_k_floor, _uniform, floor_unit
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
 PAR_ROUNDS = 3  # check rounds run split over the row's blocks; a row still drawing then finishes alone
+# Blocks per program of the mass and check passes: a pass of one program per (row, block) spent
+# ~50 us at batch 64 x 16 rows on the H200 even when every program returned at once (2026-12-03).
+BLOCKS_PER_PROGRAM = 8
 
 
 @triton.jit
@@ -55,21 +58,34 @@ def _row_params(temp_ptr, topk_ptr, b):
 
 
 @triton.jit
+def _top_k_cuts(top_k, V):
+    """Whether a top-k of `top_k` keeps fewer than all V tokens (else it is off: no counts, no cut)."""
+    return (top_k > 0) & (top_k < V)
+
+
+@triton.jit
 def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
     idx = bi * BLOCK + tl.arange(0, BLOCK)
     return tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp, idx
 
 
 @triton.jit
-def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, n, V, NB, BLOCK: tl.constexpr):
-    """Program (row, block): the block's max, sum of exp relative to it, and first index of the max."""
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr):
+    """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
+    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens."""
     row = tl.program_id(0).to(tl.int64)
     bi = tl.program_id(1)
-    temp, sampled = _row_params(temp_ptr, topk_ptr, row // n)
+    b = row // n
+    temp, sampled = _row_params(temp_ptr, topk_ptr, b)
     z, idx = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
     m = tl.max(z, axis=0)
     tl.store(bmax_ptr + row * NB + bi, m)
     tl.store(barg_ptr + row * NB + bi, tl.min(tl.where(z == m, idx, 2147483647), axis=0))
+    if UNIT < BLOCK:
+        if sampled & _floored(tl.load(topk_ptr + b), V, UNIT):
+            tl.store(unit_ptr + (row * NB + bi) * (BLOCK // UNIT) + tl.arange(0, BLOCK // UNIT),
+                     tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
         tl.store(bsum_ptr + row * NB + bi, tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0))
 
@@ -82,23 +98,40 @@ def _row_max(bmax_ptr, row, NB, NBP: tl.constexpr):
 
 
 @triton.jit
-def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, mass_ptr, n, V, NB,
-                 BLOCK: tl.constexpr, NBP: tl.constexpr):
-    """Program (row, block): the block's mass in the first draw's support (relative to the row max):
-    from the stats, or with min-p the block's tokens with exp(z - max) >= min_p (reads the block)."""
+def _floor_kernel(temp_ptr, topk_ptr, units_ptr, fstate_ptr, n, V, U, UNIT: tl.constexpr, UP: tl.constexpr):
+    """Program per row: the exclusive floor of its first draw, under the top_k-th largest of its U
+    unit maxima (posterior.py's top-k floor), or -inf."""
     row = tl.program_id(0).to(tl.int64)
-    bi = tl.program_id(1)
+    b = row // n
+    top_k = tl.load(topk_ptr + b)
+    floor = tl.full([], float("-inf"), tl.float32)
+    if _row_params(temp_ptr, topk_ptr, b)[1] & _floored(top_k, V, UNIT):
+        floor = _top_k_floor(units_ptr + row * U, U, top_k, UP)
+    tl.store(fstate_ptr + row * 5 + 2, floor)
+
+
+@triton.jit
+def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr, n, V,
+                 NB, BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, BPP: tl.constexpr):
+    """Program (row, BPP blocks): each block's mass in the first draw's support (relative to the row
+    max): from the stats, or with min-p or a top-k floor its tokens above the floor with
+    exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor)."""
+    row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
     if sampled:
         min_p = tl.load(minp_ptr + b).to(tl.float32)
+        floor = tl.load(fstate_ptr + row * 5 + 2)
         row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
-        m = tl.load(bmax_ptr + row * NB + bi)
-        mass = tl.where(m > float("-inf"), tl.load(bsum_ptr + row * NB + bi) * tl.exp(m - row_max), 0.0)
-        if min_p > 0.0:
-            w = tl.exp(_load_z(logits_ptr + row * V, bi, temp, V, BLOCK)[0] - row_max)
-            mass = tl.sum(tl.where(w >= min_p, w, 0.0), axis=0)
-        tl.store(mass_ptr + row * NB + bi, mass)
+        for j in range(BPP):
+            bi = tl.program_id(1) * BPP + j
+            if bi < NB:
+                m = tl.load(bmax_ptr + row * NB + bi)
+                mass = tl.where(m > float("-inf"), tl.load(bsum_ptr + row * NB + bi) * tl.exp(m - row_max), 0.0)
+                if (min_p > 0.0) | (floor > float("-inf")):
+                    mass = _support_mass(logits_ptr + row * V, unit_ptr + (row * NB + bi) * (BLOCK // UNIT), bi, temp,
+                                         row_max, floor, min_p, V, BLOCK, UNIT)
+                tl.store(mass_ptr + row * NB + bi, mass)
 
 
 @triton.jit
@@ -141,13 +174,13 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
         total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
         mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
         floor_mass = tl.sum(mass, axis=0)
-        floor = float("-inf")
+        floor = tl.load(fstate_ptr + row * 5 + 2)
         rnd = tl.zeros([], tl.int32)
         token, z_pick = _draw(logits_ptr + row * V, mass, floor, floor_mass, row_max, temp,
                               tl.load(minp_ptr + b).to(tl.float32), tl.load(seed_ptr + b), tl.load(pos_ptr + row),
                               rnd, V, BLOCK, NBP)
         top_k = tl.load(topk_ptr + b)
-        filtered = ((top_k > 0) & (top_k < V)) | (tl.load(topp_ptr + b).to(tl.float32) < 1.0)
+        filtered = _top_k_cuts(top_k, V) | (tl.load(topp_ptr + b).to(tl.float32) < 1.0)
         tl.store(out_ptr + row, token.to(tl.int64))
         _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_mass, z_pick,
                      tl.where(filtered, _CHECK, _DONE), rnd)
@@ -205,22 +238,19 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, 
 
 
 @triton.jit
-def _counts_needed(topk_ptr, b, V):
-    """Whether request b's top-k cuts anything (else its check pass skips the counts)."""
-    top_k = tl.load(topk_ptr + b)
-    return (top_k > 0) & (top_k < V)
-
-
-@triton.jit
 def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, NC: tl.constexpr):
-    """Program (row, block) of a row whose draw awaits its check; other rows return at once."""
+                  BLOCK: tl.constexpr, NC: tl.constexpr, BPP: tl.constexpr):
+    """Program (row, BPP blocks) of a row whose draw awaits its check; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
     if tl.load(istate_ptr + row * 2) == _CHECK:
         b = row // n
         temp = _row_params(temp_ptr, topk_ptr, b)[0]
-        _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, tl.program_id(1), temp,
-                     _counts_needed(topk_ptr, b, V), V, NB, BLOCK, NC)
+        count = _top_k_cuts(tl.load(topk_ptr + b), V)
+        for j in range(BPP):
+            bi = tl.program_id(1) * BPP + j
+            if bi < NB:
+                _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB, BLOCK,
+                             NC)
 
 
 @triton.jit
@@ -237,7 +267,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
     above_n = tl.sum(tl.load(cnt_ptr + part, mask=ok, other=0), axis=1)
     above_mass = tl.sum(above, axis=1)
     cand, row_max = _cuts(fstate_ptr, row, NC)
-    by_k = tl.where((top_k > 0) & (top_k < V), (above_n >= top_k).to(tl.int32), 0)
+    by_k = tl.where(_top_k_cuts(top_k, V), (above_n >= top_k).to(tl.int32), 0)
     by_p = tl.where(top_p < 1.0, (above_mass > top_p * tl.load(fstate_ptr + row * 5 + 1)).to(tl.int32), 0)
     best = tl.max(tl.where(by_k + by_p > 0, ci, -1), axis=0)
     status = tl.where(best >= 0, _CHECK, _DONE)
@@ -274,8 +304,8 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
         seed = tl.load(seed_ptr + b)
         position = tl.load(pos_ptr + row)
         if SEQUENTIAL:
+            count = _top_k_cuts(top_k, V)
             while status == _CHECK:
-                count = _counts_needed(topk_ptr, b, V)
                 for bi in range(0, NB):
                     _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB,
                                  BLOCK, NC)
@@ -291,11 +321,14 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                           block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None) -> torch.Tensor:
+                           block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
+                           unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
-    tunes the speed, as do `block` and `warps` (per program; default by block). CUDA tensors, or CPU
+    tunes the speed, as do `warps` (per program; default by block) and `blocks_per_program` (of the
+    mass and check passes). `block` and `unit` (the top-k floor's unit, which the mass pass also
+    skips by) are the reference's: other values, other (equally exact) draws. CUDA tensors, or CPU
     tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
@@ -305,28 +338,37 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     rows = bs * n
     if rows == 0:
         return out
+    unit = floor_unit(block, unit, vocab)
+    if blocks_per_program < 1:
+        raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = min(block, triton.next_power_of_2(vocab))
     nb = triton.cdiv(vocab, block)
     nbp = max(2, triton.next_power_of_2(nb))
+    groups = triton.cdiv(nb, blocks_per_program)
     params = (temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
               min_p.float().contiguous(), seed.contiguous(), positions.contiguous())
     temp, k, _, mp, _, _ = params
     bmax, bsum, mass = (torch.empty((rows, nb), dtype=torch.float32, device=dev) for _ in range(3))
     barg = torch.empty((rows, nb), dtype=torch.int32, device=dev)
+    n_units = nb * (block // unit)
+    units = torch.empty((rows, n_units), dtype=torch.float32, device=dev) if unit < block else bmax
     fstate = torch.empty((rows, 5), dtype=torch.float32, device=dev)
     istate = torch.empty((rows, 2), dtype=torch.int32, device=dev)
     cnt = torch.empty((rows, CUTS, nb), dtype=torch.int32, device=dev)
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
-    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, n, vocab, nb, BLOCK=block, num_warps=warps)
-    _mass_kernel[(rows, nb)](logits, temp, k, mp, bmax, bsum, mass, n, vocab, nb, BLOCK=block, NBP=nbp,
-                             num_warps=warps)
+    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, n, vocab, nb, BLOCK=block, UNIT=unit,
+                              num_warps=warps)
+    _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
+                           UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
+    _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,
+                                 NBP=nbp, UNIT=unit, BPP=blocks_per_program, num_warps=warps)
     _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, n, vocab, nb, BLOCK=block,
                            NBP=nbp, num_warps=warps)
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
-        _check_kernel[(rows, nb)](logits, temp, k, bmax, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block, NC=CUTS,
-                                  num_warps=warps)
+        _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block,
+                                      NC=CUTS, BPP=blocks_per_program, num_warps=warps)
         _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, num_warps=warps)
     _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, num_warps=warps)
     return out

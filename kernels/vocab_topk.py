@@ -41,6 +41,7 @@ STREAM_MAX_K = 256  # KP * GROUP int64 keys must fit one program's registers
 # call 212 -> 154 us on the H200 (K=64, batch 64, the same tokens); its GPU unit tests and the
 # off-chain GPU suite passed with it (docs/kernels.md).
 SELECT_CAP_PER_KP = 2
+SCAN_PREFETCH = False  # issue the scan's next tile load before this tile's arithmetic (`_scan_kernel`)
 
 
 class TopKParts(NamedTuple):
@@ -78,10 +79,11 @@ def _key_value(key):
 
 @triton.jit
 def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles_per_split, splits,
-                 GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr):
+                 GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr, PREFETCH: tl.constexpr):
     """Tiles [SUPER groups, SPT super-groups, GROUP logits] (super-group in the middle, so each warp
     owns whole super-groups and no maximum crosses warps): group and super-group maxima out;
-    per-group running max / sum-exp kept in registers, folded into one (max, sum) at the end."""
+    per-group running max / sum-exp kept in registers, folded into one (max, sum) at the end.
+    PREFETCH: the next tile's load is issued before this tile's arithmetic (its latency hidden)."""
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     sup = tl.arange(0, SPT)
@@ -91,9 +93,18 @@ def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles
     gout = sup[None, :] * SUPER + grp[:, None]
     run_max = tl.full([SUPER, SPT], float("-inf"), tl.float32)
     run_sum = tl.zeros([SUPER, SPT], tl.float32)
-    for t in range(split * tiles_per_split, tl.minimum((split + 1) * tiles_per_split, n_tiles)):
+    end = tl.minimum((split + 1) * tiles_per_split, n_tiles)
+    if PREFETCH:
+        first = split * tiles_per_split * (SPT * SUPER * GROUP) + in_tile
+        nxt = tl.load(logits_ptr + row * V + first, mask=first < V, other=float("-inf"))
+    for t in range(split * tiles_per_split, end):
         offs = t * (SPT * SUPER * GROUP) + in_tile
-        x = tl.load(logits_ptr + row * V + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
+        if PREFETCH:
+            x = nxt.to(tl.float32)
+            ahead = offs + SPT * SUPER * GROUP
+            nxt = tl.load(logits_ptr + row * V + ahead, mask=(ahead < V) & (t + 1 < end), other=float("-inf"))
+        else:
+            x = tl.load(logits_ptr + row * V + offs, mask=offs < V, other=float("-inf")).to(tl.float32)
         gmax = tl.max(x, axis=2)
         tl.store(gmax_ptr + (row * n_tiles + t) * (SPT * SUPER) + gout, gmax)
         tl.store(smax_ptr + (row * n_tiles + t) * SPT + sup, tl.max(gmax, axis=0))
@@ -248,8 +259,11 @@ class ScanParts(NamedTuple):
 
 
 def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int = SCAN_WARPS,
-               programs_per_sm: int = PROGRAMS_PER_SM, scan_supers: int | None = None) -> ScanParts:
-    """The streaming read of contiguous `[rows, V]` logits (stage 1 alone, timed apart by the benchmark)."""
+               programs_per_sm: int = PROGRAMS_PER_SM, scan_supers: int | None = None,
+               prefetch: bool = SCAN_PREFETCH, stages: int | None = None) -> ScanParts:
+    """The streaming read of contiguous `[rows, V]` logits (stage 1 alone, timed apart by the benchmark).
+    `prefetch` (load the next tile before this one's arithmetic) and `stages` (Triton's num_stages)
+    only tune the speed, as `topk_parts_stream`'s other knobs do."""
     rows, vocab = logits.shape
     dev = logits.device
     spt = scan_supers or scan_warps
@@ -261,8 +275,9 @@ def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int 
                       torch.empty((rows, n_tiles * spt), dtype=logits.dtype, device=dev),
                       torch.empty((rows, splits), dtype=torch.float32, device=dev),
                       torch.empty((rows, splits), dtype=torch.float32, device=dev))
-    _scan_kernel[(rows, splits)](logits, *parts, vocab, n_tiles, per_split, splits,
-                                 GROUP=GROUP, SUPER=SUPER, SPT=spt, num_warps=scan_warps)
+    _scan_kernel[(rows, splits)](logits, *parts, vocab, n_tiles, per_split, splits, GROUP=GROUP, SUPER=SUPER,
+                                 SPT=spt, PREFETCH=prefetch, num_warps=scan_warps,
+                                 **({"num_stages": stages} if stages else {}))
     return parts
 
 

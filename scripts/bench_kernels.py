@@ -11,6 +11,8 @@ Sections (`--sections`, all by default):
   per SM) at the largest batch, fastest first (the defaults are 8 warps, 8 super-groups, 8
   programs per SM); then the scan alone and the select sorting every key (`select_cap=0`) or at
   most 2 x KP or 4 x KP keys side by side.
+- scan: the top-K's scan alone at the largest batch in each of its forms (next-tile prefetch,
+  pipelining stages, programs per SM), side by side with the GB/s reached.
 - build: best-first tree build for budgets 16..256 (us per node shows the linear growth), with the
   default warps per request against 1 and 2.
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
@@ -25,9 +27,14 @@ Sections (`--sections`, all by default):
   one's draws off the torch reference are counted with those at a CDF boundary (two float32
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
-- posterior-tune: the split kernel's speed knobs (block size x warps x split check rounds) at the
-  largest batch on T=1, top-p 0.9 and top-k 2000, fastest first, each setting's draws compared with
+- posterior-tune: the split kernel's speed knobs (block size x warps x split check rounds x the
+  top-k floor's unit x blocks per mass / check program) at the largest batch on T=1, top-p 0.9, top-k 50 and 2000, fastest first, each setting's draws compared with
   the default's (boundary draws may differ: another float32 summation order).
+- posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
+  each case at the largest batch (whole blocks as the top-k floor's units; 256-token units; and
+  those with 6 split check rounds), of
+  the streaming top-K's scan and select, and of the KV move on a first-child path at budget 64:
+  where the time goes (GPU only).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
   path counted): the dense step and the walk to the root, each as torch ops (previous) and Triton
   (runtime), and the runtime's whole call, side by side; fails if a Triton step differs from its
@@ -190,6 +197,32 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return out
 
 
+SCAN_VARIANTS = {  # name: scan_stage keyword arguments
+    "default": {}, "prefetch": {"prefetch": True}, "num_stages=2": {"stages": 2}, "num_stages=3": {"stages": 3},
+    "prefetch, 16 programs/SM": {"prefetch": True, "programs_per_sm": 16},
+    "prefetch, 4 warps": {"prefetch": True, "scan_warps": 4, "scan_supers": 8},
+}
+
+
+def bench_scan(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """The streaming top-K's scan (its one read of the logits) alone at the largest batch, in each
+    `SCAN_VARIANTS` form side by side, with the GB/s it reaches; fails if a form's parts differ."""
+    bs = max(args.batch)
+    rows = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs).view(-1, args.vocab)
+    want = scan_stage(rows)
+    differ = [name for name, kw in SCAN_VARIANTS.items()
+              if not all(torch.equal(a, b) for a, b in zip(scan_stage(rows, **kw)[:2], want[:2]))]
+    t = timer.measure({name: (lambda kw=kw: scan_stage(rows, **kw)) for name, kw in SCAN_VARIANTS.items()})
+    size = rows.numel() * rows.element_size()
+    _table(f"Top-K scan forms, batch {bs} x {args.depth} depths, V={args.vocab} bf16 ({size / 1e6:.0f} MB): us "
+           "median [p10-p90]", ["form", "us", "GB/s", "same group maxima"],
+           [[name, _cell(t[name]), f"{size / (t[name]['median'] * 1e3):.0f}", "NO" if name in differ else "yes"]
+            for name in SCAN_VARIANTS])
+    if differ:
+        raise RuntimeError(f"scan forms differ from the default: {differ}")
+    return [{"batch": bs, "form": name, "us": t[name]} for name in SCAN_VARIANTS]
+
+
 def bench_build(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """Default launch (one warp per 128 frontier slots) side by side with 1 and 2 warps per request."""
     out, rows = [], []
@@ -330,16 +363,21 @@ POSTERIOR_CASES = {
 }
 
 
+def _case_params(case: tuple, bs: int, device: str | torch.device) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """A POSTERIOR_CASES entry as per-request tensors: ([temperature, top_k, top_p], min_p)."""
+    t, k, p, mp, _ = case
+    params = [torch.full((bs,), v, device=device, dtype=dt) for v, dt in
+              ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
+    return params, torch.full((bs,), mp, device=device)
+
+
 def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positions: torch.Tensor,
                    penalise: Callable[[torch.Tensor], torch.Tensor]
                    ) -> tuple[dict[str, Callable[[], torch.Tensor]], Callable[[], tuple[torch.Tensor, ...]]]:
     """The per-node (one program per node) and split (program per row and block) kernels on one case,
     and the untimed torch reference: (its tokens, the logits it sampled from, the temperatures)."""
-    t, k, p, mp, penalised = case
-    bs, dev = logits.shape[0], logits.device
-    params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
-              ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
-    min_p = torch.full((bs,), mp, device=dev)
+    params, min_p = _case_params(case, logits.shape[0], logits.device)
+    penalised = case[4]
 
     def run(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
         x = penalise(logits) if penalised else logits
@@ -461,43 +499,114 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return records
 
 
-TUNE_CASES = ("T=1", "top_p=0.9", "top_k=2000")
+TUNE_CASES = ("T=1", "top_p=0.9", "top_k=50", "top_k=2000")
 
 
 def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """The split posterior's speed knobs at the largest batch: block size x warps x check rounds run
-    split before the per-row tail (`par_rounds`: the same draws), on T=1, top-p 0.9 and top-k 2000,
+    split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`, which the mass
+    pass also skips by) x blocks per mass / check program, on T=1, top-p 0.9, top-k 50 and 2000,
     peaked and flat logits, fastest first per case. Each setting's draws are compared with the
-    default's (another block sums in another float32 order, so a few boundary draws may differ:
-    counted, not failed)."""
+    default's, counted, not failed: another block sums in another float32 order (a few boundary
+    draws), another unit sets another top-k floor (other, equally exact draws)."""
     bs, rows, vocab, dev = max(args.batch), args.rows, args.vocab, args.device
     gen = torch.Generator(device=dev).manual_seed(bs * 11 + rows)
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
-    blocks = [b for b in (2048, 4096, 8192) if b <= vocab] or [vocab]
-    configs = {f"block={b} warps={w} split rounds={r}": (b, w, r) for b in blocks for w in (4, 8) for r in (3, 6)}
+    blocks = [b for b in (2048, 4096) if b <= vocab] or [vocab]
+    settings = [(blocks[0], 4, r, u, g) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
+    settings += [(blocks[0], 4, 3, blocks[0], 8), (blocks[0], 8, 3, 256, 8)]
+    settings += [(b, 4, 3, u, g) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
+    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g}": (b, w, r, u, g)
+               for b, w, r, u, g in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
         for case in TUNE_CASES:
-            t, k, p, mp, _ = POSTERIOR_CASES[case]
-            params = [torch.full((bs,), v, device=dev, dtype=dt) for v, dt in
-                      ((t, torch.float32), (k, torch.int64), (p, torch.float32))]
-            min_p = torch.full((bs,), mp, device=dev)
-            fns = {name: (lambda b=b, w=w, r=r: posterior_tokens_split(logits, *params, seed, min_p=min_p,
-                                                                       positions=positions, block=b, warps=w,
-                                                                       par_rounds=r))
-                   for name, (b, w, r) in configs.items()}
+            params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
+            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g: posterior_tokens_split(
+                       logits, *params, seed, min_p=min_p, positions=positions, block=b, warps=w, par_rounds=r,
+                       unit=u, blocks_per_program=g))
+                   for name, (b, w, r, u, g) in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)
             for name in sorted(configs, key=lambda n: times[n]["median"]):
-                b, w, r = configs[name]
+                b, w, r, u, g = configs[name]
                 out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w,
-                            "par_rounds": r, "us": times[name], "draws_differing_from_default": differ[name]})
+                            "par_rounds": r, "unit": u, "blocks_per_program": g, "us": times[name],
+                            "draws_differing_from_default": differ[name]})
                 table.append([shape, case, name, _cell(times[name]), str(differ[name])])
     _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "
            "case", ["logits", "case", "setting", "us", f"draws != the default's (of {bs * rows})"], table)
+    return out
+
+
+PROFILE_CASES = ("T=1", "top_p=0.9", "top_k=50", "top_k=2000", "min_p=0.1", "k=50,p=0.9,min_p=0.05,T=0.7")
+
+
+def kernel_breakdown(fn: Callable[[], object], calls: int) -> dict[str, float]:
+    """GPU time per call of every kernel `fn` launches (torch.profiler, eager calls after a warm-up),
+    us, slowest first: which pass of a multi-kernel call costs what."""
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    per = {e.key: getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)) / calls
+           for e in prof.key_averages()}
+    return dict(sorted(((k, v) for k, v in per.items() if v > 0), key=lambda kv: -kv[1]))
+
+
+def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """Where the split posterior's time goes at the largest batch: GPU time per call of each of its
+    kernels (`kernel_breakdown`) on each case, peaked and flat logits, with whole blocks as the top-k
+    floor's units, with 256-token units, and with those and 6 split check rounds; then the streaming
+    top-K's scan and select, and the KV move of a first-child path (nothing to move) beside every
+    pair's. GPU only."""
+    if args.device != "cuda":
+        raise RuntimeError("the profile section needs a GPU (torch.profiler's CUDA activity)")
+    bs, rows, vocab, dev = max(args.batch), args.rows, args.vocab, args.device
+    gen = torch.Generator(device=dev).manual_seed(bs * 13 + rows)
+    seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
+    positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
+    out, table = [], []
+    for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
+        logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
+        for case in PROFILE_CASES:
+            params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
+            for par_rounds, unit in ((3, 2048), (3, 256), (6, 256)):
+                per = kernel_breakdown(lambda: posterior_tokens_split(logits, *params, seed, min_p=min_p,
+                                                                      positions=positions, par_rounds=par_rounds,
+                                                                      unit=unit),
+                                       calls=5)
+                out.append({"logits": shape, "case": case, "par_rounds": par_rounds, "unit": unit,
+                            "kernels_us": per})
+                table.append([shape, case, f"{par_rounds}, {unit}", f"{sum(per.values()):.1f}",
+                              "; ".join(f"{k.split('(')[0][:40]} {v:.1f}" for k, v in per.items())])
+    draft = _draft_logits(bs, args.depth, vocab, dev, seed=bs)
+    for k in args.topk_k:
+        per = kernel_breakdown(lambda: draft_topk_stream(draft, k), calls=5)
+        out.append({"case": f"streaming top-K, K={k}", "kernels_us": per})
+        table.append(["draft bf16", f"top-K K={k}", "-", f"{sum(per.values()):.1f}",
+                      "; ".join(f"{n.split('(')[0][:40]} {v:.1f}" for n, v in per.items())])
+    n = 65  # budget 64: the KV move of a first-child path (nothing moves) and of every pair
+    buffers = [torch.zeros(bs * n + 1, args.kv_heads, args.head_dim, dtype=torch.bfloat16, device=dev)
+               for _ in range(2 * args.layers)]
+    ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64, device=dev)
+    stride = buffers[0].stride(0) * buffers[0].element_size()
+    strides = torch.full((len(buffers),), stride, dtype=torch.int64, device=dev)
+    dst, src = _path_moves(bs, n, args.depth + 1, False, dev)
+    for name, fn in (("skip identity", lambda: move_slots_triton(ptrs, strides, stride, dst, src)),
+                     ("every pair", lambda: move_slots_triton(ptrs, strides, stride, dst, torch.where(src >= 0, src, dst),
+                                                              skip_identity=False))):
+        per = kernel_breakdown(fn, calls=5)
+        out.append({"case": f"KV move, first-child, {name}", "kernels_us": per})
+        table.append(["KV pool", f"move first-child, {name}", "-", f"{sum(per.values()):.1f}",
+                      "; ".join(f"{k.split('(')[0][:40]} {v:.1f}" for k, v in per.items())])
+    _table(f"Kernel breakdown (torch.profiler, GPU us per call, eager), batch {bs} x {rows} rows, V={vocab}",
+           ["logits", "case", "split rounds, unit", "sum of kernels", "kernels, slowest first"], table)
     return out
 
 
@@ -579,8 +688,10 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
-    "topk": bench_topk, "topk-tune": bench_topk_tune, "build": bench_build, "mask": bench_mask, "move": bench_move,
-    "posterior": bench_posterior, "posterior-tune": bench_posterior_tune, "penalties": bench_penalties, "round": bench_round,
+    "topk": bench_topk, "topk-tune": bench_topk_tune, "scan": bench_scan, "build": bench_build, "mask": bench_mask, "move": bench_move,
+    "posterior": bench_posterior, "posterior-tune": bench_posterior_tune,
+    "posterior-profile": bench_posterior_profile, "penalties": bench_penalties,
+    "round": bench_round,
 }
 
 

@@ -17,7 +17,7 @@ import torch
 from tests.cuda_graph import capture_graph
 from tests.kernels_env import DEVICES, INTERPRETED
 
-from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import UNIT, posterior_tokens_torch, posterior_tokens_triton
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -35,14 +35,16 @@ def _mixed_case(bs: int, n: int, vocab: int, scale: float, seed: int):
     return logits, temp, top_k, top_p, seed, min_p, positions
 
 
-def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,)) -> None:
+def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
+                       blocks_per_program: int = 8) -> None:
     logits, temp, top_k, top_p, seed, min_p, positions = case
-    ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block)
+    ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
+                                 unit=unit)
     for rounds in par_rounds:
         got = posterior_tokens_split(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)),
                                      min_p=min_p.to(device), positions=positions.to(device), block=block,
-                                     par_rounds=rounds)
-        assert torch.equal(got.cpu(), ref), (block, rounds)
+                                     par_rounds=rounds, unit=unit, blocks_per_program=blocks_per_program)
+        assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program)
     greedy = (temp == 0) | (top_k == 1)
     assert torch.equal(ref[greedy], logits.float().argmax(-1)[greedy])
 
@@ -62,6 +64,17 @@ def test_split_equals_torch(device: str, vocab: int, block: int, scale: float) -
 def test_split_rounds_equal_sequential_rounds(device: str) -> None:
     """Every row finished alone (0 split rounds), after 1 split round, or after the default 3: same draws."""
     _same_as_reference(device, _mixed_case(8, 6, 1000, 0.5, seed=5), 128, par_rounds=(0, 1, 3))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("unit,blocks_per_program", [(16, 1), (64, 3), (128, 8)])
+def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_program: int) -> None:
+    """Units inside a block (the top-k floor ranks their maxima; the mass pass skips the units
+    below the floor) or units that are the blocks give the reference's draws, split or in the
+    per-row tail, whatever the blocks per mass / check program (8 blocks per row: 1, 3 with a
+    partial last group, all 8)."""
+    _same_as_reference(device, _mixed_case(8, 6, 1000, 0.5, seed=9), 128, par_rounds=(0, 3), unit=unit,
+                       blocks_per_program=blocks_per_program)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -16,6 +16,7 @@ from kernels.vocab_topk import (
     draft_topk_radix,
     draft_topk_stream,
     draft_topk_torch,
+    scan_stage,
 )
 
 
@@ -110,6 +111,18 @@ def test_stream_launch_settings_keep_results(device: str, scan_warps: int, progr
     got = draft_topk_stream(logits.to(device), 24, scan_warps=scan_warps, programs_per_sm=programs_per_sm,
                             scan_supers=scan_supers)
     _assert_same(got, draft_topk_torch(logits, 24))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_scan_prefetch_same_parts(device: str) -> None:
+    """Loading the next tile before this tile's arithmetic changes no bit of the scan's parts, with
+    several tiles per program and a split that ends before the last tile."""
+    rows = _logits((3, 1, 5000), torch.bfloat16, seed=12).view(3, 5000).to(device)
+    plain = scan_stage(rows, splits=3, scan_warps=1, scan_supers=1)
+    ahead = scan_stage(rows, splits=3, scan_warps=1, scan_supers=1, prefetch=True)
+    assert plain.part_m.shape[1] == 3
+    for a, b in zip(plain, ahead):
+        assert torch.equal(a, b)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -92,11 +92,12 @@ def _move_slots_kernel(ptrs_ptr, strides_ptr, dst_ptr, src_ptr, L, TILE: tl.cons
     live = src >= 0
     if SKIP_IDENTITY:
         live = live & (src != dst)
-    offs = tile * TILE + tl.arange(0, TILE)
-    mask = live[:, None] & (offs[None, :] < stride)
-    rows = tl.load(base + src[:, None] * stride + offs[None, :], mask=mask)
-    tl.debug_barrier()  # every read of this request's tile lands before any write (a dst may be another's src)
-    tl.store(base + dst[:, None] * stride + offs[None, :], rows, mask=mask)
+    if tl.max(live.to(tl.int32), axis=0) > 0:  # else nothing moves: a first-child path costs no byte-wise pass
+        offs = tile * TILE + tl.arange(0, TILE)
+        mask = live[:, None] & (offs[None, :] < stride)
+        rows = tl.load(base + src[:, None] * stride + offs[None, :], mask=mask)
+        tl.debug_barrier()  # every read of this request's tile lands before any write (a dst may be another's src)
+        tl.store(base + dst[:, None] * stride + offs[None, :], rows, mask=mask)
 
 
 def _check_move(dst: torch.Tensor, src: torch.Tensor) -> None:

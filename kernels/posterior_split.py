@@ -6,15 +6,18 @@ from a CUDA graph as eagerly, leaves the reference at batch 64 only where a floa
 flips a CDF step (as the per-node kernel does, at the same rate), and samples 1.25-3.9x faster
 (1.7-5.0x at batch 64 since the check pass skips blocks, 2026-12-03).
 
-Same algorithm, blocks, cuts and random numbers as posterior.py (whose docstring states the
-sampling rule), so the same draws as `posterior_tokens_torch`, the reference both are tested
+Same algorithm, blocks, units, cuts and random numbers as posterior.py (whose docstring states
+the sampling rule), so the same draws as `posterior_tokens_torch`, the reference both are tested
 against. What differs is the parallelism. Nothing is sorted; every pass over the logits is split
-over the row's blocks of BLOCK tokens, one program per (row, block), so a batch-64 round runs ~77k
-programs per pass; the per-row programs in between read only the block partials and at most one
-block:
-1. Stats pass: per-block max, sum of exp and first index of the max. Greedy rows take the argmax
-   from these; sampled rows get the row max M, the total mass S and the block masses (a second
-   pass with min_p, to drop the tokens under its threshold from the block masses).
+over the row's blocks of BLOCK tokens (one program per (row, block) for the stats pass, per (row,
+BLOCKS_PER_PROGRAM blocks) for the others: a pass of ~77k programs that all return at once still
+cost ~50 us at batch 64); the per-row programs in between read only the block partials and at
+most one block:
+1. Stats pass: per-block max, sum of exp and first index of the max (and, on a row with a top-k
+   floor, the max of every UNIT tokens). Greedy rows take the argmax from these; sampled rows get
+   the row max M, the total mass S and the block masses. The floor program ranks a floored row's
+   unit maxima (the top_k-th largest, bit by bit); a mass pass with min_p or that floor sums the
+   first draw's support per block, reading only the units that reach above the floor.
 2. Inverse-CDF draw (per row): a uniform u picks the block whose cumulative mass crosses
    u * mass, then the token inside that one block.
 3. With top-k / top-p, a check pass counts the tokens and the mass strictly above the drawn
@@ -26,11 +29,12 @@ block:
    gives an exact sample of the kept set; each round strictly raises the floor, so it ends
    (usually after 1-2 rounds). PAR_ROUNDS rounds run split; a row still drawing after them
    finishes its rounds in one program (the same code, its blocks in a loop). The launch
-   sequence is fixed (CUDA-graph capturable); programs of finished rows return at once, and so
-   does the program of a block whose max is not above the lowest cut (it holds no token above
-   any cut: most blocks of a peaked row). Counts are made only for rows with top-k.
+   sequence is fixed (CUDA-graph capturable); programs of finished rows return at once, and a
+   block whose max is not above the lowest cut is not read (it holds no token above any cut:
+   most blocks of a peaked row). Counts are made only for rows with top-k.
    Passes over the logits: 1 (greedy, no filter), 2 with min-p, 1 + rounds with top-k / top-p
-   (a check round reads only the blocks that reach above the drawn token).
+   (a check round reads only the blocks that reach above the drawn token; the floor's mass pass
+   only the units above the floor).
 """
 
 from __future__ import annotations
@@ -322,12 +326,13 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
-                           unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM) -> torch.Tensor:
+                           unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
+                           check_warps: int | None = None) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
-    tunes the speed, as do `warps` (per program; default by block) and `blocks_per_program` (of the
-    mass and check passes). `block` and `unit` (the top-k floor's unit, which the mass pass also
+    tunes the speed, as do `warps` (per program; default by block), `check_warps` (per check program;
+    default `warps`) and `blocks_per_program` (of the mass and check passes). `block` and `unit` (the top-k floor's unit, which the mass pass also
     skips by) are the reference's: other values, other (equally exact) draws. CUDA tensors, or CPU
     tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
@@ -368,7 +373,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
         _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block,
-                                      NC=CUTS, BPP=blocks_per_program, num_warps=warps)
+                                      NC=CUTS, BPP=blocks_per_program, num_warps=check_warps or warps)
         _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, num_warps=warps)
     _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, num_warps=warps)
     return out

@@ -8,11 +8,11 @@ their samples (A, B, A, B, ...) so both see the same clocks and neighbours.
 Sections (`--sections`, all by default):
 - topk: vocab top-K + log-sum-exp, torch.topk + Triton LSE (old) vs the streaming kernel (new).
 - topk-tune: the streaming kernel's launch settings (scan warps x super-groups per tile x programs
-  per SM) at the largest batch, fastest first (the defaults are 8 warps, 8 super-groups, 8
+  per SM) at the largest batch, fastest first (the defaults are 4 warps, 8 super-groups, 8
   programs per SM); then the scan alone and the select sorting every key (`select_cap=0`) or at
   most 2 x KP or 4 x KP keys side by side.
 - scan: the top-K's scan alone at the largest batch in each of its forms (next-tile prefetch,
-  pipelining stages, programs per SM), side by side with the GB/s reached.
+  warps, programs per SM, tile size), side by side with the GB/s reached.
 - build: best-first tree build for budgets 16..256 (us per node shows the linear growth), with the
   default warps per request against 1 and 2.
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
@@ -197,10 +197,9 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return out
 
 
-SCAN_VARIANTS = {  # name: scan_stage keyword arguments
-    "default": {}, "prefetch": {"prefetch": True}, "num_stages=2": {"stages": 2}, "num_stages=3": {"stages": 3},
-    "prefetch, 16 programs/SM": {"prefetch": True, "programs_per_sm": 16},
-    "prefetch, 4 warps": {"prefetch": True, "scan_warps": 4, "scan_supers": 8},
+SCAN_VARIANTS = {  # name: scan_stage keyword arguments (the default: prefetch, 4 warps, 8 super-groups per tile)
+    "default": {}, "no prefetch": {"prefetch": False}, "no prefetch, 8 warps": {"prefetch": False, "scan_warps": 8},
+    "8 warps": {"scan_warps": 8}, "16 programs/SM": {"programs_per_sm": 16}, "16 super-groups": {"scan_supers": 16},
 }
 
 
@@ -503,7 +502,7 @@ TUNE_CASES = ("T=1", "top_p=0.9", "top_k=50", "top_k=2000")
 
 
 def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The split posterior's speed knobs at the largest batch: block size x warps x check rounds run
+    """The split posterior's speed knobs at the largest batch: block size x warps (all, check) x check rounds run
     split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`, which the mass
     pass also skips by) x blocks per mass / check program, on T=1, top-p 0.9, top-k 50 and 2000,
     peaked and flat logits, fastest first per case. Each setting's draws are compared with the
@@ -514,27 +513,28 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
     blocks = [b for b in (2048, 4096) if b <= vocab] or [vocab]
-    settings = [(blocks[0], 4, r, u, g) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
-    settings += [(blocks[0], 4, 3, blocks[0], 8), (blocks[0], 8, 3, 256, 8)]
-    settings += [(b, 4, 3, u, g) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
-    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g}": (b, w, r, u, g)
-               for b, w, r, u, g in settings}
+    settings = [(blocks[0], 4, 4, r, u, g) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
+    settings += [(blocks[0], 4, cw, 3, 256, g) for cw in (1, 2) for g in (4, 8)]
+    settings += [(blocks[0], 4, 4, 3, blocks[0], 8), (blocks[0], 8, 8, 3, 256, 8)]
+    settings += [(b, 4, 4, 3, u, g) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
+    configs = {f"block={b} warps={w} check warps={cw} split rounds={r} unit={u} blocks/program={g}": (b, w, cw, r, u, g)
+               for b, w, cw, r, u, g in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
         for case in TUNE_CASES:
             params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
-            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g: posterior_tokens_split(
+            fns = {name: (lambda b=b, w=w, cw=cw, r=r, u=u, g=g: posterior_tokens_split(
                        logits, *params, seed, min_p=min_p, positions=positions, block=b, warps=w, par_rounds=r,
-                       unit=u, blocks_per_program=g))
-                   for name, (b, w, r, u, g) in configs.items()}
+                       unit=u, blocks_per_program=g, check_warps=cw))
+                   for name, (b, w, cw, r, u, g) in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)
             for name in sorted(configs, key=lambda n: times[n]["median"]):
-                b, w, r, u, g = configs[name]
+                b, w, cw, r, u, g = configs[name]
                 out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w,
-                            "par_rounds": r, "unit": u, "blocks_per_program": g, "us": times[name],
+                            "check_warps": cw, "par_rounds": r, "unit": u, "blocks_per_program": g, "us": times[name],
                             "draws_differing_from_default": differ[name]})
                 table.append([shape, case, name, _cell(times[name]), str(differ[name])])
     _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "

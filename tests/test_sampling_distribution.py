@@ -135,7 +135,7 @@ SETTINGS = {
     "temperature_0.7": (2048, 2.0, dict(temp=0.7), {}),
     "top_p_0.9_flat": (8192, 0.3, dict(temp=1.0, top_p=0.9), {}),
     "top_k_2000_flat": (8192, 0.3, dict(temp=1.0, top_k=2000), {}),
-    "top_k_20_flat": (8192, 0.3, dict(temp=1.0, top_k=20), {}),  # k <= 32 units: the top-k floor applies
+    "top_k_8_flat": (8192, 0.3, dict(temp=1.0, top_k=8), {}),  # k <= 32 units: the top-k floor applies
     "min_p_0.2": (2048, 0.8, dict(temp=1.0, min_p=0.2), {}),
     "joint_k_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=50, top_p=0.8, min_p=0.05), {}),
     "repetition_1.3": (2048, 1.5, dict(temp=1.0), dict(rep=1.3)),
@@ -203,7 +203,7 @@ def test_torch_path_matches_sglang(name: str) -> None:
 
 
 # draws per setting on interpreted Triton: 1,000 where that already gives power >= 0.99 (the top-k
-# floor's setting, top_k_20_flat, would need ~5,000: its kernels equal the torch path draw for draw instead)
+# floor's setting, top_k_8_flat, is left to the equality tests: its kernels equal the torch path draw for draw)
 TRITON_SETTINGS = {"temperature_1": 2000, "top_p_0.9_flat": 1000, "top_k_2000_flat": 1000, "min_p_0.2": 2000,
                    "repetition_1.3": 2000, "all_penalties_top_p": 2000}
 

@@ -215,7 +215,7 @@ def _cuts(fstate_ptr, row, NC: tl.constexpr):
 
 @triton.jit
 def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB,
-                 BLOCK: tl.constexpr, NC: tl.constexpr, TILE2D: tl.constexpr):
+                 BLOCK: tl.constexpr, NC: tl.constexpr):
     """The count and mass (relative to the row max) of block bi's tokens strictly above every cut.
 
     A block whose max (the stats pass's) is not above the lowest cut, the drawn token, holds no
@@ -228,12 +228,7 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, 
     if tl.load(bmax_ptr + row * NB + bi) > tl.min(cand, axis=0):
         z, _ = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
         w = tl.exp(z - row_max)
-        if TILE2D:  # every cut in one [NC, BLOCK] tile: one reduction per quantity, more registers
-            gt = z[None, :] > cand[:, None]
-            above = tl.sum(tl.where(gt, w[None, :], 0.0), axis=1)
-            if count:
-                cnt = tl.sum(gt.to(tl.int32), axis=1)
-        elif count:
+        if count:
             for c in tl.static_range(NC):  # one cut at a time: no [NC, BLOCK] tile in registers
                 gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
                 cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
@@ -248,7 +243,7 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, 
 
 @triton.jit
 def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, NC: tl.constexpr, BPP: tl.constexpr, TILE2D: tl.constexpr):
+                  BLOCK: tl.constexpr, NC: tl.constexpr, BPP: tl.constexpr):
     """Program (row, BPP blocks) of a row whose draw awaits its check; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
     if tl.load(istate_ptr + row * 2) == _CHECK:
@@ -259,7 +254,7 @@ def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_p
             bi = tl.program_id(1) * BPP + j
             if bi < NB:
                 _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB, BLOCK,
-                             NC, TILE2D)
+                             NC)
 
 
 @triton.jit
@@ -317,7 +312,7 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
             while status == _CHECK:
                 for bi in range(0, NB):
                     _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB,
-                                 BLOCK, NC, False)
+                                 BLOCK, NC)
                 tl.debug_barrier()  # the partials this program wrote, visible to all its threads
                 status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr,
                                cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC)
@@ -331,13 +326,11 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
-                           unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
-                           check_warps: int | None = None, check_tile: bool = False) -> torch.Tensor:
+                           unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
-    tunes the speed, as do `warps` (per program; default by block), `check_warps` (per check program;
-    default `warps`), `check_tile` (the check's cuts in one tile) and `blocks_per_program` (of the
+    tunes the speed, as do `warps` (per program; default by block) and `blocks_per_program` (of the
     mass and check passes). `block` and `unit` (the top-k floor's unit, which the mass pass also
     skips by) are the reference's: other values, other (equally exact) draws. CUDA tensors, or CPU
     tensors under TRITON_INTERPRET=1."""
@@ -379,8 +372,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
         _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block,
-                                      NC=CUTS, BPP=blocks_per_program, TILE2D=check_tile,
-                                      num_warps=check_warps or warps)
+                                      NC=CUTS, BPP=blocks_per_program, num_warps=warps)
         _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, num_warps=warps)
     _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, num_warps=warps)
     return out

@@ -502,9 +502,8 @@ TUNE_CASES = ("T=1", "top_p=0.9", "top_k=50", "top_k=2000")
 
 
 def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The split posterior's speed knobs at the largest batch: block size x warps (all; the check's)
-    x the check's cuts (one tile, or one by one) x check rounds run split before the per-row tail
-    (`par_rounds`) x the top-k floor's unit (`unit`, which the mass pass also skips by) x blocks
+    """The split posterior's speed knobs at the largest batch: block size x warps x check rounds run
+    split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`, which the mass pass also skips by) x blocks
     per mass / check program, on T=1, top-p 0.9, top-k 50 and 2000,
     peaked and flat logits, fastest first per case. Each setting's draws are compared with the
     default's, counted, not failed: another block sums in another float32 order (a few boundary
@@ -514,29 +513,27 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
     blocks = [b for b in (2048, 4096) if b <= vocab] or [vocab]
-    settings = [(blocks[0], 4, 4, False, r, u, g) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
-    settings += [(blocks[0], 4, cw, False, 3, 256, g) for cw in (1, 2) for g in (4, 8)]
-    settings += [(blocks[0], 4, cw, True, 3, 256, 8) for cw in (4, 8)]
-    settings += [(blocks[0], 4, 4, False, 3, blocks[0], 8), (blocks[0], 8, 8, False, 3, 256, 8)]
-    settings += [(b, 4, 4, False, 3, u, g) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
-    configs = {f"block={b} warps={w} check warps={cw}{' tile' if t else ''} split rounds={r} unit={u} "
-               f"blocks/program={g}": (b, w, cw, t, r, u, g) for b, w, cw, t, r, u, g in settings}
+    settings = [(blocks[0], 4, r, u, g) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
+    settings += [(blocks[0], 4, 3, blocks[0], 8), (blocks[0], 8, 3, 256, 8)]
+    settings += [(b, 4, 3, u, g) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
+    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g}": (b, w, r, u, g)
+               for b, w, r, u, g in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
         for case in TUNE_CASES:
             params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
-            fns = {name: (lambda b=b, w=w, cw=cw, t=t, r=r, u=u, g=g: posterior_tokens_split(
+            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g: posterior_tokens_split(
                        logits, *params, seed, min_p=min_p, positions=positions, block=b, warps=w, par_rounds=r,
-                       unit=u, blocks_per_program=g, check_warps=cw, check_tile=t))
-                   for name, (b, w, cw, t, r, u, g) in configs.items()}
+                       unit=u, blocks_per_program=g))
+                   for name, (b, w, r, u, g) in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)
             for name in sorted(configs, key=lambda n: times[n]["median"]):
-                b, w, cw, t, r, u, g = configs[name]
+                b, w, r, u, g = configs[name]
                 out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w,
-                            "check_warps": cw, "check_tile": t, "par_rounds": r, "unit": u, "blocks_per_program": g, "us": times[name],
+                            "par_rounds": r, "unit": u, "blocks_per_program": g, "us": times[name],
                             "draws_differing_from_default": differ[name]})
                 table.append([shape, case, name, _cell(times[name]), str(differ[name])])
     _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "

@@ -58,3 +58,15 @@ def test_penalties_section_times_both_steps_and_compares_their_bits():
     assert record["same"] and set(record["us"]) == {"dense torch", "dense Triton", "walk torch", "walk Triton",
                                                     "whole call"}
     assert all(v["median"] > 0 for v in record["us"].values())
+
+
+def test_scan_section_compares_each_form_on_the_real_groups():
+    """Forms with another tile size pad the group maxima differently: only the real groups count."""
+    import argparse
+
+    if not torch.cuda.is_available() and not bench_kernels.os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("Triton on CPU needs TRITON_INTERPRET=1 (set by tests/kernels_env)")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    args = argparse.Namespace(device=device, vocab=2100, batch=[1], depth=2)
+    records = bench_kernels.bench_scan(args, bench_kernels.Timer(device, samples=1, replays=1))
+    assert {r["form"] for r in records} == set(bench_kernels.SCAN_VARIANTS)

@@ -48,7 +48,7 @@ _M32 = 0xFFFFFFFF
 _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
 BLOCK = 2048
 CUTS = 8  # cut candidates per check pass (the drawn token and 7 above it)
-UNIT = 256  # tokens per unit of the top-k floor (`_floor_units`): a row's maxima per UNIT tokens rank it
+UNIT = 256  # tokens per unit of the top-k floor (`_top_k_floor`): a row's maxima per UNIT tokens rank it
 _FLT_MIN = 1.1754943508222875e-38
 
 
@@ -116,12 +116,19 @@ def _top_k_floor(units_row, U, top_k, UP: tl.constexpr):
 
 
 @triton.jit
-def _block_mass(x_row, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr):
-    """Block bi's mass (relative to the row max) of the tokens above the floor with w >= min_p."""
-    idx = bi * BLOCK + tl.arange(0, BLOCK)
+def _span_mass(x_row, start, temp, row_max, floor, min_p, V, SPAN: tl.constexpr):
+    """The mass (relative to the row max) of tokens [start, start + SPAN) above the floor with
+    w >= min_p."""
+    idx = start + tl.arange(0, SPAN)
     z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
     w = tl.exp(z - row_max)
     return tl.sum(tl.where((z > floor) & (w >= min_p), w, 0.0), axis=0)
+
+
+@triton.jit
+def _block_mass(x_row, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr):
+    """Block bi's `_span_mass`."""
+    return _span_mass(x_row, bi * BLOCK, temp, row_max, floor, min_p, V, BLOCK)
 
 
 @triton.jit
@@ -129,13 +136,9 @@ def _unit_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK: tl
     """`_block_mass` summed unit by unit in order, reading only the units whose max (`units_block`:
     the block's unit maxima) is above the floor: a floored flat row reads ~1/8 of its logits."""
     acc = tl.zeros([], tl.float32)
-    offs = tl.arange(0, UNIT)
     for u in range(BLOCK // UNIT):
         if tl.load(units_block + u) > floor:
-            idx = bi * BLOCK + u * UNIT + offs
-            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-            w = tl.exp(z - row_max)
-            acc += tl.sum(tl.where((z > floor) & (w >= min_p), w, 0.0), axis=0)
+            acc += _span_mass(x_row, bi * BLOCK + u * UNIT, temp, row_max, floor, min_p, V, UNIT)
     return acc
 
 

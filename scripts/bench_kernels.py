@@ -28,13 +28,13 @@ Sections (`--sections`, all by default):
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
 - posterior-tune: the split kernel's speed knobs (block size x warps x split check rounds x the
-  top-k floor's unit x blocks per mass / check program) at the largest batch on T=1, top-p 0.9, top-k 50 and 2000, fastest first, each setting's draws compared with
-  the default's (boundary draws may differ: another float32 summation order).
+  top-k floor's unit x blocks per mass / check program) at the largest batch on T=1, top-p 0.9,
+  top-k 50 and 2000, fastest first, each setting's draws compared with the default's (counted:
+  another float32 summation order, or another unit's floor, draws other tokens).
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
   each case at the largest batch (whole blocks as the top-k floor's units; 256-token units; and
-  those with 6 split check rounds), of
-  the streaming top-K's scan and select, and of the KV move on a first-child path at budget 64:
-  where the time goes (GPU only).
+  those with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
+  on a first-child path at budget 64: where the time goes (GPU only).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
   path counted): the dense step and the walk to the root, each as torch ops (previous) and Triton
   (runtime), and the runtime's whole call, side by side; fails if a Triton step differs from its
@@ -302,18 +302,23 @@ def _moves_agree(buffers: list[torch.Tensor], dst: torch.Tensor, src: torch.Tens
     return agree
 
 
+def _kv_pool(args: argparse.Namespace, slots: int) -> tuple[list[torch.Tensor], torch.Tensor, int, torch.Tensor]:
+    """A Qwen3-8B-shaped KV pool (K and V of every layer, bf16) as the move kernel sees it:
+    (buffers, their addresses, bytes per slot, per-buffer bytes per slot)."""
+    buffers = [torch.zeros(slots, args.kv_heads, args.head_dim, dtype=torch.bfloat16, device=args.device)
+               for _ in range(2 * args.layers)]
+    ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64, device=args.device)
+    stride = buffers[0].stride(0) * buffers[0].element_size()
+    return buffers, ptrs, stride, torch.full((len(buffers),), stride, dtype=torch.int64, device=args.device)
+
+
 def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
     length = args.depth + 1
     for bs in args.batch:
         for budget in args.budget:
             n = budget + 1
-            slots = bs * n + 1
-            buffers = [torch.zeros(slots, args.kv_heads, args.head_dim, dtype=torch.bfloat16, device=args.device)
-                       for _ in range(2 * args.layers)]
-            ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64, device=args.device)
-            stride = buffers[0].stride(0) * buffers[0].element_size()
-            strides = torch.full((len(buffers),), stride, dtype=torch.int64, device=args.device)
+            buffers, ptrs, stride, strides = _kv_pool(args, bs * n + 1)
             for kind in ("first-child", "off-chain"):
                 dst, src = _path_moves(bs, n, min(length, n), kind == "off-chain", args.device)
                 full_src = torch.where(src >= 0, src, dst)  # what SGLang's move is handed: every pair
@@ -506,8 +511,8 @@ TUNE_CASES = ("T=1", "top_p=0.9", "top_k=50", "top_k=2000")
 
 def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """The split posterior's speed knobs at the largest batch: block size x warps x check rounds run
-    split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`, which the mass pass also skips by) x blocks
-    per mass / check program, on T=1, top-p 0.9, top-k 50 and 2000,
+    split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`, which the mass
+    pass also skips by) x blocks per mass / check program, on T=1, top-p 0.9, top-k 50 and 2000,
     peaked and flat logits, fastest first per case. Each setting's draws are compared with the
     default's, counted, not failed: another block sums in another float32 order (a few boundary
     draws), another unit sets another top-k floor (other, equally exact draws)."""
@@ -561,6 +566,11 @@ def kernel_breakdown(fn: Callable[[], object], calls: int) -> dict[str, float]:
     return dict(sorted(((k, v) for k, v in per.items() if v > 0), key=lambda kv: -kv[1]))
 
 
+def _breakdown_cells(per: dict[str, float]) -> list[str]:
+    """A `kernel_breakdown` as table cells: the sum, then each kernel (short name) and its us."""
+    return [f"{sum(per.values()):.1f}", "; ".join(f"{k.split('(')[0][:40]} {v:.1f}" for k, v in per.items())]
+
+
 def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """Where the split posterior's time goes at the largest batch: GPU time per call of each of its
     kernels (`kernel_breakdown`) on each case, peaked and flat logits, with whole blocks as the top-k
@@ -585,28 +595,21 @@ def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict
                                        calls=5)
                 out.append({"logits": shape, "case": case, "par_rounds": par_rounds, "unit": unit,
                             "kernels_us": per})
-                table.append([shape, case, f"{par_rounds}, {unit}", f"{sum(per.values()):.1f}",
-                              "; ".join(f"{k.split('(')[0][:40]} {v:.1f}" for k, v in per.items())])
+                table.append([shape, case, f"{par_rounds}, {unit}", *_breakdown_cells(per)])
     draft = _draft_logits(bs, args.depth, vocab, dev, seed=bs)
     for k in args.topk_k:
         per = kernel_breakdown(lambda: draft_topk_stream(draft, k), calls=5)
         out.append({"case": f"streaming top-K, K={k}", "kernels_us": per})
-        table.append(["draft bf16", f"top-K K={k}", "-", f"{sum(per.values()):.1f}",
-                      "; ".join(f"{n.split('(')[0][:40]} {v:.1f}" for n, v in per.items())])
+        table.append(["draft bf16", f"top-K K={k}", "-", *_breakdown_cells(per)])
     n = 65  # budget 64: the KV move of a first-child path (nothing moves) and of every pair
-    buffers = [torch.zeros(bs * n + 1, args.kv_heads, args.head_dim, dtype=torch.bfloat16, device=dev)
-               for _ in range(2 * args.layers)]
-    ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64, device=dev)
-    stride = buffers[0].stride(0) * buffers[0].element_size()
-    strides = torch.full((len(buffers),), stride, dtype=torch.int64, device=dev)
+    _, ptrs, stride, strides = _kv_pool(args, bs * n + 1)
     dst, src = _path_moves(bs, n, args.depth + 1, False, dev)
     for name, fn in (("skip identity", lambda: move_slots_triton(ptrs, strides, stride, dst, src)),
                      ("every pair", lambda: move_slots_triton(ptrs, strides, stride, dst, torch.where(src >= 0, src, dst),
                                                               skip_identity=False))):
         per = kernel_breakdown(fn, calls=5)
         out.append({"case": f"KV move, first-child, {name}", "kernels_us": per})
-        table.append(["KV pool", f"move first-child, {name}", "-", f"{sum(per.values()):.1f}",
-                      "; ".join(f"{k.split('(')[0][:40]} {v:.1f}" for k, v in per.items())])
+        table.append(["KV pool", f"move first-child, {name}", "-", *_breakdown_cells(per)])
     _table(f"Kernel breakdown (torch.profiler, GPU us per call, eager), batch {bs} x {rows} rows, V={vocab}",
            ["logits", "case", "split rounds, unit", "sum of kernels", "kernels, slowest first"], table)
     return out
@@ -690,7 +693,8 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 
 SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
-    "topk": bench_topk, "topk-tune": bench_topk_tune, "scan": bench_scan, "build": bench_build, "mask": bench_mask, "move": bench_move,
+    "topk": bench_topk, "topk-tune": bench_topk_tune, "scan": bench_scan, "build": bench_build, "mask": bench_mask,
+    "move": bench_move,
     "posterior": bench_posterior, "posterior-tune": bench_posterior_tune,
     "posterior-profile": bench_posterior_profile, "penalties": bench_penalties,
     "round": bench_round,

@@ -9,9 +9,14 @@ draw from SGLang's sampling distribution of that row, with no vocabulary truncat
         and mass of the tokens above v <= top_p   (probabilities of the full softmax)
         and probs[v] >= min_p * max(probs)    (min_p <= 0: off)
 
-which is SGLang's "joint" order (torch sampler, and FlashInfer's top_k_top_p without min-p). The
-filters are thresholds on the logit: logits tied with the last kept one are kept too (SGLang's
-unstable sort keeps an arbitrary k of them; the two differ only on exact ties at the cut).
+which is SGLang's "joint" order (torch sampler, and FlashInfer's top_k_top_p without min-p).
+"Above" is an order of the tokens, and the two samplers order tied logits differently, which on
+bf16 logits changes a top-k 20 row's kept set often (a tie at the cut):
+- `index_ties=False` (FlashInfer): tokens by logit only; tokens tied with the last kept one are
+  kept too (FlashInfer's pivots compare probabilities: a tie is above the pivot or not, all of it).
+- `index_ties=True` (SGLang's pytorch sampler): tokens by logit, ties by index, lowest first, as
+  its descending `torch.sort` orders them on CUDA (a stable radix sort): top-k keeps exactly k
+  tokens, and top-p counts the mass of the tied tokens sorted before v.
 
 How (streaming the row, nothing sorted; as written here one program per node,
 `posterior_tokens_triton`; the runtime launches the same passes split over the row's blocks,
@@ -29,7 +34,9 @@ How (streaming the row, nothing sorted; as written here one program per node,
    <= a candidate with >= top_k tokens or > top_p of the mass above it: the next draw is from the
    tokens above the highest such cut, whose block masses that same pass produced. Rejection from
    nested supports that all contain the kept set gives an exact sample of the kept set; each
-   round strictly raises the floor, so it ends (usually after 1-2 rounds).
+   round strictly raises the floor, so it ends (usually after 1-2 rounds). A floor is a cut in
+   the token order: a value and an index (`_above`); the candidates above X cut between values
+   (index 0), X's own cut is X itself (index X with `index_ties`, else 0: above all its ties).
 
 Randomness: u = hash(seed[b], position[b, j], round) in (0, 1) with 24 random bits. Nodes are keyed
 by their position, not their index: the emitted token at position q is then F_ctx(q)^-1(u_q), the
@@ -116,6 +123,13 @@ def _top_k_floor(units_row, U, top_k, UP: tl.constexpr):
 
 
 @triton.jit
+def _above(z, idx, cut, cut_idx):
+    """Tokens strictly above the cut (cut, cut_idx) in the order (logit descending, index ascending):
+    z > cut, or z == cut at an index below cut_idx (0: a cut between values, above all of z == cut)."""
+    return (z > cut) | ((z == cut) & (idx < cut_idx))
+
+
+@triton.jit
 def _span_mass(x_row, start, temp, row_max, floor, min_p, V, SPAN: tl.constexpr):
     """The mass (relative to the row max) of tokens [start, start + SPAN) above the floor with
     w >= min_p."""
@@ -159,7 +173,7 @@ def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK:
 @triton.jit
 def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr, units_ptr,
                       n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, UNIT: tl.constexpr,
-                      UP: tl.constexpr):
+                      UP: tl.constexpr, INDEX_TIES: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     x_row = logits_ptr + row * V
@@ -212,6 +226,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
                                   V, BLOCK, UNIT)
                 mass = tl.where(blocks == bi, s, mass)
         floor_mass = tl.sum(mass, axis=0)
+        floor_idx = tl.zeros([], tl.int32)
         rnd = tl.zeros([], tl.int32)
         token = tl.zeros([], tl.int32)
         searching = tl.full([], 1, tl.int32)
@@ -225,7 +240,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
             idx = pick_b * BLOCK + offs
             z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
             w = tl.exp(z - row_max)
-            w = tl.where((z > floor) & (w >= min_p), w, 0.0)
+            w = tl.where(_above(z, idx, floor, floor_idx) & (w >= min_p), w, 0.0)
             cw = before + tl.cumsum(w, axis=0)
             last_j = tl.max(tl.where(w > 0.0, offs, -1), axis=0)
             pick_j = tl.minimum(tl.min(tl.where(cw > target, offs, BLOCK), axis=0), last_j)
@@ -239,13 +254,16 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
                 # top_p of the mass strictly above it), so hard rows need fewer rounds.
                 ci = tl.arange(0, NC)
                 cand = z_pick + (row_max - z_pick) * (ci.to(tl.float32) / NC)
+                cand_idx = tl.zeros([NC], tl.int32)
+                if INDEX_TIES:
+                    cand_idx = tl.where(ci == 0, token, 0)
                 above_n = tl.zeros([NC], tl.int32)
                 above = tl.zeros([NC, NBP], tl.float32)
                 for bi in range(0, NB):
                     idx = bi * BLOCK + offs
                     z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
                     w = tl.exp(z - row_max)
-                    gt = z[None, :] > cand[:, None]
+                    gt = _above(z[None, :], idx[None, :], cand[:, None], cand_idx[:, None])
                     above_n += tl.sum(gt.to(tl.int32), axis=1)
                     s = tl.sum(tl.where(gt, w[None, :], 0.0), axis=1)
                     above = tl.where(blocks[None, :] == bi, s[:, None], above)
@@ -257,6 +275,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
                 kept = best < 0
                 pick = ci == best
                 floor = tl.where(kept, floor, tl.sum(tl.where(pick, cand, 0.0), axis=0))
+                floor_idx = tl.where(kept, floor_idx, tl.sum(tl.where(pick, cand_idx, 0), axis=0))
                 mass = tl.where(kept, mass, tl.sum(tl.where(pick[:, None], above, 0.0), axis=0))
                 floor_mass = tl.where(kept, floor_mass, tl.sum(tl.where(pick, above_mass, 0.0), axis=0))
                 searching = tl.where(kept, 0, 1)
@@ -319,9 +338,9 @@ def _just_below(x):
 def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                           block: int = BLOCK, unit: int = UNIT) -> torch.Tensor:
+                           block: int = BLOCK, unit: int = UNIT, index_ties: bool = False) -> torch.Tensor:
     """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same units,
-    same draws)."""
+    same draws; `index_ties`: the module docstring's tie order)."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     dev = target_logits.device
@@ -361,8 +380,11 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         support_mass = torch.where(floored[:, None], by_unit, support_mass)
     mass = torch.where((mp[:, None] > 0) | floored[:, None], support_mass, mass)
     floor_mass = mass.sum(-1)
+    floor_idx = torch.zeros(rows, dtype=torch.int64, device=dev)
     searching = sampled.clone()
     offs, blocks = torch.arange(block, device=dev), torch.arange(nb, device=dev)
+    idx_all = torch.arange(nb * block, device=dev).view(nb, block)
+    above_torch = lambda zz, ii, cut, cut_idx: (zz > cut) | ((zz == cut) & (ii < cut_idx))  # noqa: E731  (`_above`)
     rnd = 0
     while bool(searching.any()):
         a = searching.nonzero()[:, 0]  # the rows still drawing (host sync: reference only)
@@ -374,7 +396,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         before = torch.where(blocks < pick_b[:, None], m, 0.0).sum(-1)
         zp = zb[a, pick_b]
         w = torch.exp(zp - row_max[a])
-        w = torch.where((zp > floor[a, None]) & (w >= mp[a, None]), w, 0.0)
+        w = torch.where(above_torch(zp, idx_all[pick_b], floor[a, None], floor_idx[a, None]) & (w >= mp[a, None]), w, 0.0)
         cw = before[:, None] + w.cumsum(-1)
         last_j = torch.where(w > 0, offs, -1).amax(-1)
         pick_j = torch.minimum(torch.where(cw > target[:, None], offs, block).amin(-1), last_j).clamp(min=0)
@@ -382,9 +404,13 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         z_pick = zp.gather(1, pick_j[:, None])
         frac = torch.arange(CUTS, device=dev, dtype=torch.float32) / CUTS
         cand = z_pick + (row_max[a] - z_pick) * frac  # [A, CUTS]
+        cand_idx = torch.zeros_like(cand, dtype=torch.int64)
+        if index_ties:
+            cand_idx[:, 0] = token
         za, wa = zb[a], w_all[a]
-        above_n = torch.stack([(za > cand[:, i, None, None]).sum((-1, -2)) for i in range(CUTS)], 1)
-        above = torch.stack([torch.where(za > cand[:, i, None, None], wa, 0.0).sum(-1) for i in range(CUTS)], 1)
+        gts = [above_torch(za, idx_all, cand[:, i, None, None], cand_idx[:, i, None, None]) for i in range(CUTS)]
+        above_n = torch.stack([gt.sum((-1, -2)) for gt in gts], 1)
+        above = torch.stack([torch.where(gt, wa, 0.0).sum(-1) for gt in gts], 1)
         above_mass = above.sum(-1)
         outside = (k_on[a, None] & (above_n >= k[a, None])) | (p_on[a, None] & (above_mass > (p[a] * total[a])[:, None]))
         best = torch.where(outside, torch.arange(CUTS, device=dev), -1).amax(-1)
@@ -392,6 +418,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         sel = best.clamp(min=0)
         out[a] = torch.where(kept, token, out[a])
         floor[a] = torch.where(kept, floor[a], cand.gather(1, sel[:, None])[:, 0])
+        floor_idx[a] = torch.where(kept, floor_idx[a], cand_idx.gather(1, sel[:, None])[:, 0])
         mass[a] = torch.where(kept[:, None], m, above[torch.arange(len(a), device=dev), sel])
         floor_mass[a] = torch.where(kept, floor_mass[a], above_mass.gather(1, sel[:, None])[:, 0])
         searching[a] = ~kept
@@ -402,7 +429,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
 def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                             top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                             min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                            block: int = BLOCK, unit: int = UNIT) -> torch.Tensor:
+                            block: int = BLOCK, unit: int = UNIT, index_ties: bool = False) -> torch.Tensor:
     """Triton, one program per node (the module docstring's passes): the runtime's kernel before
     `posterior_split` (same draws), kept as its benchmark baseline and chi-square subject."""
     bs, n, vocab = target_logits.shape
@@ -418,7 +445,7 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
         _posterior_kernel[(bs * n,)](
             logits, temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
             min_p.float().contiguous(), seed.contiguous(), positions.contiguous(), out, units, n, vocab, nb,
-            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, UNIT=unit, UP=up,
+            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, UNIT=unit, UP=up, INDEX_TIES=index_ties,
             num_warps=8 if block >= 2048 else 4,
         )
     return out
@@ -427,15 +454,17 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
 def posterior_tokens(target_logits: torch.Tensor, temperature: torch.Tensor | None, top_k: torch.Tensor | None,
                      top_p: torch.Tensor | None, seed: torch.Tensor | torch.Generator | None, *,
                      min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                     all_greedy: bool = False) -> torch.Tensor:
+                     all_greedy: bool = False, index_ties: bool = False) -> torch.Tensor:
     """int64[bs, n] posterior token per tree node. `all_greedy` (host-known) is a plain argmax.
     `positions` [bs, n] (the node's sequence position) keys the randomness; `min_p` [bs] defaults
-    to off."""
+    to off; `index_ties` orders tied logits by index (SGLang's pytorch sampler; module docstring)."""
     if all_greedy:
         return target_logits.argmax(dim=-1)
     if target_logits.is_cuda:
         # the same draws split over the row's blocks, 1.25-3.9x faster sampled on the H200 (docs/kernels.md);
         # imported here because posterior_split imports this module's constants and hash
         from .posterior_split import posterior_tokens_split
-        return posterior_tokens_split(target_logits, temperature, top_k, top_p, seed, min_p=min_p, positions=positions)
-    return posterior_tokens_torch(target_logits, temperature, top_k, top_p, seed, min_p=min_p, positions=positions)
+        return posterior_tokens_split(target_logits, temperature, top_k, top_p, seed, min_p=min_p, positions=positions,
+                                      index_ties=index_ties)
+    return posterior_tokens_torch(target_logits, temperature, top_k, top_p, seed, min_p=min_p, positions=positions,
+                                  index_ties=index_ties)

@@ -43,7 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import BLOCK, CUTS, UNIT, _floored, _prepare, _support_mass, _top_k_floor, _uniform, floor_unit
+from .posterior import BLOCK, CUTS, UNIT, _above, _floored, _prepare, _support_mass, _top_k_floor, _uniform, floor_unit
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -139,11 +139,11 @@ def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, u
 
 
 @triton.jit
-def _draw(x_row, mass, floor, floor_mass, row_max, temp, min_p, seed, position, rnd, V,
+def _draw(x_row, mass, floor, floor_idx, floor_mass, row_max, temp, min_p, seed, position, rnd, V,
           BLOCK: tl.constexpr, NBP: tl.constexpr):
-    """Inverse CDF of u(seed, position, rnd) over the tokens above `floor` (and min-p), given the
-    block masses [NBP] of that support: the block whose cumulative mass crosses u * floor_mass,
-    then the token inside it. -> (token, its z)."""
+    """Inverse CDF of u(seed, position, rnd) over the tokens above the floor (floor, floor_idx)
+    (and min-p), given the block masses [NBP] of that support: the block whose cumulative mass
+    crosses u * floor_mass, then the token inside it. -> (token, its z)."""
     offs = tl.arange(0, BLOCK)
     blocks = tl.arange(0, NBP)
     target = _uniform(seed, position, rnd) * floor_mass
@@ -151,9 +151,9 @@ def _draw(x_row, mass, floor, floor_mass, row_max, temp, min_p, seed, position, 
     last_b = tl.max(tl.where(mass > 0.0, blocks, -1), axis=0)
     pick_b = tl.maximum(tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b), 0)
     before = tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
-    z, _ = _load_z(x_row, pick_b, temp, V, BLOCK)
+    z, idx = _load_z(x_row, pick_b, temp, V, BLOCK)
     w = tl.exp(z - row_max)
-    w = tl.where((z > floor) & (w >= min_p), w, 0.0)
+    w = tl.where(_above(z, idx, floor, floor_idx) & (w >= min_p), w, 0.0)
     cw = before + tl.cumsum(w, axis=0)
     last_j = tl.max(tl.where(w > 0.0, offs, -1), axis=0)
     pick_j = tl.maximum(tl.minimum(tl.min(tl.where(cw > target, offs, BLOCK), axis=0), last_j), 0)
@@ -167,7 +167,7 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
     """Program per row: greedy -> the argmax from the block stats; sampled -> the first draw.
 
     State per row: fstate = (row max, total mass, floor, floor mass, z of the drawn token),
-    istate = (status, round); `out` holds the latest draw."""
+    istate = (status, round, floor index); `out` holds the latest draw."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
@@ -180,86 +180,98 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
         floor_mass = tl.sum(mass, axis=0)
         floor = tl.load(fstate_ptr + row * 5 + 2)
         rnd = tl.zeros([], tl.int32)
-        token, z_pick = _draw(logits_ptr + row * V, mass, floor, floor_mass, row_max, temp,
+        token, z_pick = _draw(logits_ptr + row * V, mass, floor, 0, floor_mass, row_max, temp,
                               tl.load(minp_ptr + b).to(tl.float32), tl.load(seed_ptr + b), tl.load(pos_ptr + row),
                               rnd, V, BLOCK, NBP)
         top_k = tl.load(topk_ptr + b)
         filtered = _top_k_cuts(top_k, V) | (tl.load(topp_ptr + b).to(tl.float32) < 1.0)
         tl.store(out_ptr + row, token.to(tl.int64))
-        _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_mass, z_pick,
+        _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, 0, floor_mass, z_pick,
                      tl.where(filtered, _CHECK, _DONE), rnd)
     else:
         first_b = tl.min(tl.where(bmax == row_max, blocks, NBP), axis=0)
         tl.store(out_ptr + row, tl.load(barg_ptr + row * NB + first_b).to(tl.int64))
-        tl.store(istate_ptr + row * 2, _DONE)
+        tl.store(istate_ptr + row * 3, _DONE)
 
 
 @triton.jit
-def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_mass, z_pick, status, rnd):
+def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_idx, floor_mass, z_pick, status, rnd):
     tl.store(fstate_ptr + row * 5 + 0, row_max)
     tl.store(fstate_ptr + row * 5 + 1, total)
     tl.store(fstate_ptr + row * 5 + 2, floor)
     tl.store(fstate_ptr + row * 5 + 3, floor_mass)
     tl.store(fstate_ptr + row * 5 + 4, z_pick)
-    tl.store(istate_ptr + row * 2 + 0, status)
-    tl.store(istate_ptr + row * 2 + 1, rnd)
+    tl.store(istate_ptr + row * 3 + 0, status)
+    tl.store(istate_ptr + row * 3 + 1, rnd)
+    tl.store(istate_ptr + row * 3 + 2, floor_idx)
 
 
 @triton.jit
-def _cuts(fstate_ptr, row, NC: tl.constexpr):
-    """The drawn token's z and NC - 1 cut candidates evenly spaced from it to the row max."""
+def _cuts(fstate_ptr, out_ptr, row, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
+    """The drawn token's cut and NC - 1 cut candidates evenly spaced from its z to the row max:
+    (values, indices (`_above`), row max). The drawn token's index is its cut's with INDEX_TIES."""
     row_max = tl.load(fstate_ptr + row * 5 + 0)
     z_pick = tl.load(fstate_ptr + row * 5 + 4)
-    return z_pick + (row_max - z_pick) * (tl.arange(0, NC).to(tl.float32) / NC), row_max
+    ci = tl.arange(0, NC)
+    cand_idx = tl.zeros([NC], tl.int32)
+    if INDEX_TIES:
+        cand_idx = tl.where(ci == 0, tl.load(out_ptr + row).to(tl.int32), 0)
+    return z_pick + (row_max - z_pick) * (ci.to(tl.float32) / NC), cand_idx, row_max
 
 
 @triton.jit
-def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB,
-                 BLOCK: tl.constexpr, NC: tl.constexpr):
+def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V, NB,
+                 BLOCK: tl.constexpr, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
     """The count and mass (relative to the row max) of block bi's tokens strictly above every cut.
 
-    A block whose max (the stats pass's) is not above the lowest cut, the drawn token, holds no
-    token above any cut: its zeros are stored without reading it (most blocks of a peaked row).
-    Counts are made only for a row with top-k (`count`): top-p and the redraw need the masses."""
-    cand, row_max = _cuts(fstate_ptr, row, NC)
+    A block whose max (the stats pass's) is not above the lowest cut, the drawn token (nor, with
+    INDEX_TIES, equal to it before the drawn index), holds no token above any cut: its zeros are
+    stored without reading it (most blocks of a peaked row). Counts are made only for a row with
+    top-k (`count`): top-p and the redraw need the masses."""
+    cand, cand_idx, row_max = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
     ci = tl.arange(0, NC)
     cnt = tl.zeros([NC], tl.int32)
     above = tl.zeros([NC], tl.float32)
-    if tl.load(bmax_ptr + row * NB + bi) > tl.min(cand, axis=0):
-        z, _ = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
+    bmax = tl.load(bmax_ptr + row * NB + bi)
+    lowest = tl.min(cand, axis=0)
+    reach = bmax > lowest
+    if INDEX_TIES:
+        reach = reach | ((bmax == lowest) & (bi * BLOCK < tl.max(cand_idx, axis=0)))
+    if reach:
+        z, idx = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
         w = tl.exp(z - row_max)
         if count:
             for c in tl.static_range(NC):  # one cut at a time: no [NC, BLOCK] tile in registers
-                gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
+                gt = _above(z, idx, tl.sum(tl.where(ci == c, cand, 0.0), axis=0), tl.sum(tl.where(ci == c, cand_idx, 0)))
                 cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
                 above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
         else:
             for c in tl.static_range(NC):
-                gt = z > tl.sum(tl.where(ci == c, cand, 0.0), axis=0)
+                gt = _above(z, idx, tl.sum(tl.where(ci == c, cand, 0.0), axis=0), tl.sum(tl.where(ci == c, cand_idx, 0)))
                 above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
     tl.store(cnt_ptr + (row * NC + ci) * NB + bi, cnt)
     tl.store(above_ptr + (row * NC + ci) * NB + bi, above)
 
 
 @triton.jit
-def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, NC: tl.constexpr, BPP: tl.constexpr):
+def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr, n,
+                  V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, BPP: tl.constexpr, INDEX_TIES: tl.constexpr):
     """Program (row, BPP blocks) of a row whose draw awaits its check; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
-    if tl.load(istate_ptr + row * 2) == _CHECK:
+    if tl.load(istate_ptr + row * 3) == _CHECK:
         b = row // n
         temp = _row_params(temp_ptr, topk_ptr, b)[0]
         count = _top_k_cuts(tl.load(topk_ptr + b), V)
         for j in range(BPP):
             bi = tl.program_id(1) * BPP + j
             if bi < NB:
-                _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB, BLOCK,
-                             NC)
+                _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
+                             NB, BLOCK, NC, INDEX_TIES)
 
 
 @triton.jit
 def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
-          out_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr):
+          out_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
     """Decide a row's draw from its block partials: kept -> done. Else every token <= the highest
     cut with >= top_k tokens or > top_p of the mass above it is outside the kept set (an upper
     set): that cut becomes the floor, its block masses the support, and the next round draws."""
@@ -270,7 +282,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
     above = tl.load(above_ptr + part, mask=ok, other=0.0)
     above_n = tl.sum(tl.load(cnt_ptr + part, mask=ok, other=0), axis=1)
     above_mass = tl.sum(above, axis=1)
-    cand, row_max = _cuts(fstate_ptr, row, NC)
+    cand, cand_idx, row_max = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
     by_k = tl.where(_top_k_cuts(top_k, V), (above_n >= top_k).to(tl.int32), 0)
     by_p = tl.where(top_p < 1.0, (above_mass > top_p * tl.load(fstate_ptr + row * 5 + 1)).to(tl.int32), 0)
     best = tl.max(tl.where(by_k + by_p > 0, ci, -1), axis=0)
@@ -278,28 +290,30 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
     if best >= 0:
         pick = ci == best
         floor = tl.sum(tl.where(pick, cand, 0.0), axis=0)
+        floor_idx = tl.sum(tl.where(pick, cand_idx, 0), axis=0)
         floor_mass = tl.sum(tl.where(pick, above_mass, 0.0), axis=0)
         mass = tl.sum(tl.where(pick[:, None], above, 0.0), axis=0)
-        rnd = tl.load(istate_ptr + row * 2 + 1) + 1
-        token, z_pick = _draw(logits_ptr + row * V, mass, floor, floor_mass, row_max, temp, min_p,
+        rnd = tl.load(istate_ptr + row * 3 + 1) + 1
+        token, z_pick = _draw(logits_ptr + row * V, mass, floor, floor_idx, floor_mass, row_max, temp, min_p,
                               seed, position, rnd, V, BLOCK, NBP)
+        tl.debug_barrier()  # every thread has read the previous draw (the cut index) before it is replaced
         tl.store(out_ptr + row, token.to(tl.int64))
-        _store_state(fstate_ptr, istate_ptr, row, row_max, tl.load(fstate_ptr + row * 5 + 1), floor, floor_mass,
-                     z_pick, status, rnd)
+        _store_state(fstate_ptr, istate_ptr, row, row_max, tl.load(fstate_ptr + row * 5 + 1), floor, floor_idx,
+                     floor_mass, z_pick, status, rnd)
     else:
-        tl.store(istate_ptr + row * 2, status)
+        tl.store(istate_ptr + row * 3, status)
     return status
 
 
 @triton.jit
 def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, fstate_ptr,
                    istate_ptr, cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                   NC: tl.constexpr, SEQUENTIAL: tl.constexpr):
+                   NC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
     """Program per row: one round's decision (and redraw) after the split check pass; with
     SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
-    status = tl.load(istate_ptr + row * 2)
+    status = tl.load(istate_ptr + row * 3)
     if status == _CHECK:
         temp = _row_params(temp_ptr, topk_ptr, b)[0]
         top_k = tl.load(topk_ptr + b)
@@ -311,29 +325,30 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
             count = _top_k_cuts(top_k, V)
             while status == _CHECK:
                 for bi in range(0, NB):
-                    _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, row, bi, temp, count, V, NB,
-                                 BLOCK, NC)
+                    _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
+                                 NB, BLOCK, NC, INDEX_TIES)
                 tl.debug_barrier()  # the partials this program wrote, visible to all its threads
                 status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr,
-                               cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC)
+                               cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, INDEX_TIES)
                 tl.debug_barrier()
         else:
             _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
-                  out_ptr, row, V, NB, BLOCK, NBP, NC)
+                  out_ptr, row, V, NB, BLOCK, NBP, NC, INDEX_TIES)
 
 
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
-                           unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM) -> torch.Tensor:
+                           unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
+                           index_ties: bool = False) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
     tunes the speed, as do `warps` (per program; default by block) and `blocks_per_program` (of the
     mass and check passes). `block` and `unit` (the top-k floor's unit, which the mass pass also
-    skips by) are the reference's: other values, other (equally exact) draws. CUDA tensors, or CPU
-    tensors under TRITON_INTERPRET=1."""
+    skips by) are the reference's: other values, other (equally exact) draws. `index_ties`: the tie
+    order (posterior.py's docstring). CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     logits = target_logits.contiguous()
@@ -357,7 +372,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     n_units = nb * (block // unit)
     units = torch.empty((rows, n_units), dtype=torch.float32, device=dev) if unit < block else bmax
     fstate = torch.empty((rows, 5), dtype=torch.float32, device=dev)
-    istate = torch.empty((rows, 2), dtype=torch.int32, device=dev)
+    istate = torch.empty((rows, 3), dtype=torch.int32, device=dev)
     cnt = torch.empty((rows, CUTS, nb), dtype=torch.int32, device=dev)
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
@@ -371,9 +386,12 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            NBP=nbp, num_warps=warps)
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
-        _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, n, vocab, nb, BLOCK=block,
-                                      NC=CUTS, BPP=blocks_per_program, num_warps=warps)
-        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, num_warps=warps)
-    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, num_warps=warps)
+        _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, out, n, vocab, nb,
+                                      BLOCK=block, NC=CUTS, BPP=blocks_per_program, INDEX_TIES=index_ties,
+                                      num_warps=warps)
+        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, INDEX_TIES=index_ties,
+                                num_warps=warps)
+    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, INDEX_TIES=index_ties,
+                            num_warps=warps)
     return out
 

@@ -5,7 +5,9 @@ samples with temperature / top-k / top-p / min-p. DDTree does the same at every 
 node's own path counted as output (`kernels.path_penalties`), then draws exactly with
 `kernels.posterior_tokens` (no vocabulary truncation), in SGLang's filter order for the batch:
 joint, or on the FlashInfer backend with min-p in the batch top-p over the renormalised top-k set
-(`kernels.sequential_top_p`). What cannot be made exact is refused:
+(`kernels.sequential_top_p`), and with the backend's order of tied logits at a cut (the pytorch
+sampler's stable sort keeps the lowest indices, FlashInfer's pivots keep every tied token:
+`index_ties`). What cannot be made exact is refused:
 `unsupported_sampling_reason` names it, and `NodeSampler.posterior` raises with that message
 rather than sample something else.
 
@@ -57,6 +59,11 @@ def unsupported_sampling_reason(sampling_info, sampling_backend: str | None = No
     if getattr(sampling_info, "sampling_mask_batch_indices", None) is not None:
         return "DDTREE does not support returning sampling masks."
     return None
+
+
+def index_ties(sampling_backend: str | None) -> bool:
+    """Whether SGLang's sampler for this backend orders tied logits by index (its pytorch sampler sorts)."""
+    return sampling_backend == "pytorch"
 
 
 def renormalises_top_k(sampling_info, sampling_backend: str | None) -> bool:
@@ -146,7 +153,8 @@ class NodeSampler:
             out = _draw_per_node(logits, temps, top_ks, sequential_top_p(logits, temps, top_ks, top_ps), seed,
                                  info.min_ps.view(-1), positions)
         else:
-            out = posterior_tokens(logits, temps, top_ks, top_ps, seed, min_p=info.min_ps.view(-1), positions=positions)
+            out = posterior_tokens(logits, temps, top_ks, top_ps, seed, min_p=info.min_ps.view(-1), positions=positions,
+                                   index_ties=index_ties(sampling_backend))
         return _favour_first_child(out, tree_tokens, parent, generator) if _TEST_BIAS else out
 
 

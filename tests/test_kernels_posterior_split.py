@@ -36,17 +36,19 @@ def _mixed_case(bs: int, n: int, vocab: int, scale: float, seed: int):
 
 
 def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
-                       blocks_per_program: int = 8) -> None:
+                       blocks_per_program: int = 8, index_ties: bool = False) -> torch.Tensor:
     logits, temp, top_k, top_p, seed, min_p, positions = case
     ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
-                                 unit=unit)
+                                 unit=unit, index_ties=index_ties)
     for rounds in par_rounds:
         got = posterior_tokens_split(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)),
                                      min_p=min_p.to(device), positions=positions.to(device), block=block,
-                                     par_rounds=rounds, unit=unit, blocks_per_program=blocks_per_program)
-        assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program)
+                                     par_rounds=rounds, unit=unit, blocks_per_program=blocks_per_program,
+                                     index_ties=index_ties)
+        assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program, index_ties)
     greedy = (temp == 0) | (top_k == 1)
     assert torch.equal(ref[greedy], logits.float().argmax(-1)[greedy])
+    return ref
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -78,9 +80,27 @@ def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_progr
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_index_ties_equal_torch(device: str) -> None:
+    """Ties ordered by index (SGLang's pytorch sampler): bf16 rows with ties at their top-k / top-p
+    cuts give the reference's draws, split (with and without split rounds) and per node, and
+    differ from the value order's somewhere."""
+    case = list(_mixed_case(8, 3, 8192, 0.3, seed=3))
+    case[2] = torch.tensor([0, 20, -1, 24, 400, 1, 7, 50])  # top-k 20 / 24: ties at the cut on these rows
+    ref = _same_as_reference(device, case, 2048, par_rounds=(0, 3), index_ties=True)
+    logits, temp, top_k, top_p, seed, min_p, positions = case
+    per_node = posterior_tokens_triton(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)), min_p=min_p.to(device),
+                                       positions=positions.to(device), index_ties=True)
+    assert torch.equal(per_node.cpu(), ref)
+    assert not torch.equal(ref, posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p,
+                                                       positions=positions))
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_ties_and_block_boundaries(device: str) -> None:
-    """Exact ties at the cut are all kept, wherever they sit: the last token of a block, the first of
-    the next, the last (partial) block. Greedy takes the lowest index of a tie across blocks."""
+    """Exact ties at the cut, wherever they sit (the last token of a block, the first of the next,
+    the last partial block), are all kept in the value order and kept lowest index first in the
+    index order (a draw's rank then counts its ties in earlier blocks). Greedy takes the lowest
+    index of a tie across blocks."""
     vocab, block, rows = 300, 64, 60
     tied = [63, 64, 200, 299]
     row = torch.linspace(-2.0, 1.0, vocab)
@@ -88,13 +108,15 @@ def test_ties_and_block_boundaries(device: str) -> None:
     logits = row.expand(rows, 1, vocab).contiguous()
     ones = torch.ones(rows)
     seed = torch.arange(rows) * 131 + 7
-    cases = {"top_k=2": (2, 1.0), "top_k=4,top_p=0.1": (4, 0.1)}
-    for name, (k, p) in cases.items():
+    # each tied token holds ~24 % of the mass: top-p 0.1 keeps the first one in the index order
+    cases = {"top_k=2": (2, 1.0, tied[:2]), "top_k=4,top_p=0.1": (4, 0.1, tied[:1]), "top_k=3": (3, 1.0, tied[:3])}
+    for name, (k, p, by_index) in cases.items():
         args = (logits, ones, torch.full((rows,), k), p * ones, seed)
-        ref = posterior_tokens_torch(*args, block=block)
-        got = posterior_tokens_split(*(t.to(device) for t in args), block=block)
-        assert torch.equal(got.cpu(), ref), name
-        assert set(ref.flatten().tolist()) == set(tied), name
+        for index_ties, want in ((False, tied), (True, by_index)):
+            ref = posterior_tokens_torch(*args, block=block, index_ties=index_ties)
+            got = posterior_tokens_split(*(t.to(device) for t in args), block=block, index_ties=index_ties)
+            assert torch.equal(got.cpu(), ref), (name, index_ties)
+            assert set(ref.flatten().tolist()) == set(want), (name, index_ties)
     greedy = posterior_tokens_split(*(t.to(device) for t in (logits[:2], 0 * ones[:2], -ones[:2].long(), ones[:2],
                                                               seed[:2])), block=block)
     assert greedy.cpu().flatten().tolist() == [63, 63]

@@ -141,3 +141,21 @@ def test_flashinfer_min_p_batch_samples_top_p_over_the_renormalised_top_k(ns) ->
     assert _chi_square_p(tokens, probs) > ALPHA
     assert _chi_square_p(tokens, joint) < ALPHA
     assert _chi_square_p(_biased(tokens, probs, seed=5), probs) < ALPHA
+
+
+@pytest.mark.parametrize("backend,kept", [("pytorch", {0, 2}), ("flashinfer", {0, 2, 5}), (None, {0, 2, 5})])
+def test_backend_orders_the_ties(ns, backend, kept) -> None:
+    """Three tied logits at a top-k 2 cut: the pytorch sampler's sort keeps the two lowest indices,
+    FlashInfer (SGLang's CUDA default, None) keeps all three; the node draws follow the backend."""
+    bs, vocab = 400, 8
+    row = torch.zeros(vocab)
+    row[[0, 2, 5]] = 3.0
+    ones = torch.ones(bs)
+    info = _info(bs, vocab, greedy=False, temperatures=ones[:, None], top_ks=torch.full((bs,), 2), top_ps=ones,
+                 need_top_k_sampling=True, sampling_seed=torch.arange(bs) * 7919 + 3)
+    batch = types.SimpleNamespace(sampling_info=info, reqs=[], req_pool_indices=torch.zeros(bs, dtype=torch.int64))
+    got = ns.NodeSampler(1, "cpu").posterior(
+        row[None, None].expand(bs, 1, vocab).contiguous(), batch, torch.zeros(bs, 1, dtype=torch.int64),
+        torch.full((bs, 1), -1), torch.full((bs, 1), 1000), 0, torch.zeros(bs, dtype=torch.int64), torch.Generator(),
+        backend)
+    assert set(got.flatten().tolist()) == kept

@@ -3,7 +3,9 @@
 The exact target distribution is computed here in float64 with SGLang's semantics (its torch
 sampler: softmax(logits / T), sort, top-k ranks, top-p on the mass before a rank, min-p against
 the top probability; penalties from the output-token counts: additive, then repetition scaling,
-then the logit bias). The node sits at depth 2 of a tree, so its own path (two tokens) counts as
+then the logit bias). Tied logits sort by index, lowest first, as the torch sampler's CUDA sort
+does (`index_ties=True`), or are all kept or all cut, as FlashInfer's pivots do (a setting with
+bf16 logits has a tie at its top-k cut; both orders are tested there). The node sits at depth 2 of a tree, so its own path (two tokens) counts as
 output. Draws: 20,000 rows per setting on the torch path (all rows in a few vectorised calls) and
 1,000-2,000 on interpreted Triton (10-100 ms per row on one CPU core: 20k would take an hour);
 their per-node draws are compared by chi-square over ~40 rank-ordered bins (the favoured token
@@ -17,6 +19,7 @@ each test asserts it is >= 0.99 and that the biased draws are rejected.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -32,17 +35,23 @@ ALPHA = 1e-4
 MOVED = 0.03
 
 
-def sglang_probs(logits: np.ndarray, temp: float, top_k: int = -1, top_p: float = 1.0, min_p: float = 0.0) -> np.ndarray:
-    """SGLang's torch-sampler distribution of one row, float64."""
+def sglang_probs(logits: np.ndarray, temp: float, top_k: int = -1, top_p: float = 1.0, min_p: float = 0.0,
+                 index_ties: bool = True) -> np.ndarray:
+    """SGLang's sampling distribution of one row, float64: its torch sampler (ties by index), or with
+    `index_ties=False` FlashInfer's order (a tied token is above the cut iff all its ties are)."""
     z = logits / temp
     p = np.exp(z - z.max())
     p /= p.sum()
     order = np.argsort(-p, kind="stable")
     ps = p[order]
     before = np.cumsum(ps) - ps
+    rank = np.arange(len(ps))
+    if not index_ties:  # each token counts only the tokens strictly above it
+        first = np.searchsorted(-ps, -ps, side="left")
+        rank, before = first, (np.cumsum(ps) - ps)[first]
     keep = np.ones_like(ps, dtype=bool)
     if 0 < top_k < len(p):
-        keep[top_k:] = False
+        keep &= rank < top_k
     keep &= before <= top_p
     if min_p > 0:
         keep &= ps >= ps[0] * min_p
@@ -136,6 +145,7 @@ SETTINGS = {
     "top_p_0.9_flat": (8192, 0.3, dict(temp=1.0, top_p=0.9), {}),
     "top_k_2000_flat": (8192, 0.3, dict(temp=1.0, top_k=2000), {}),
     "top_k_8_flat": (8192, 0.3, dict(temp=1.0, top_k=8), {}),  # k <= 32 units: the top-k floor applies
+    "top_k_24_bf16_ties": (8192, 0.3, dict(temp=1.0, top_k=24, bf16=True), {}),  # a tie at the cut (`test_tie_orders`)
     "min_p_0.2": (2048, 0.8, dict(temp=1.0, min_p=0.2), {}),
     "joint_k_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=50, top_p=0.8, min_p=0.05), {}),
     "repetition_1.3": (2048, 1.5, dict(temp=1.0), dict(rep=1.3)),
@@ -146,10 +156,12 @@ SETTINGS = {
 }
 
 
-def _case(name: str):
+def _case(name: str, index_ties: bool = True):
     """(node logits [1, 3, V] fp32, penalties, logit bias, exact probs of node 2, sampling kwargs)."""
     vocab, scale, samp, pen = SETTINGS[name]
     raw = _logits(vocab, scale, seed=len(name))
+    if samp.get("bf16"):
+        raw = raw.to(torch.bfloat16).double()
     gen = torch.Generator().manual_seed(1)
     counts = torch.zeros(vocab, dtype=torch.float64)
     counts[torch.randint(0, vocab, (40,), generator=gen)] += 1
@@ -165,7 +177,8 @@ def _case(name: str):
     path_counts[B_TOK] += 1
     x = sglang_penalized(raw.numpy(), path_counts.numpy(), pen.get("freq", 0.0), pen.get("pres", 0.0),
                          pen.get("rep", 1.0), None if bias is None else bias.numpy())
-    probs = sglang_probs(x, samp["temp"], samp.get("top_k", -1), samp.get("top_p", 1.0), samp.get("min_p", 0.0))
+    probs = sglang_probs(x, samp["temp"], samp.get("top_k", -1), samp.get("top_p", 1.0), samp.get("min_p", 0.0),
+                         index_ties)
     penalties = None
     if pen and set(pen) != {"bias"}:
         one = lambda v: torch.tensor([float(v)])  # noqa: E731
@@ -190,8 +203,8 @@ def _draw(name: str, rows: int, sampler) -> np.ndarray:
     return np.concatenate(out)
 
 
-def _check(name: str, tokens: np.ndarray) -> None:
-    probs = _case(name)[3]
+def _check(name: str, tokens: np.ndarray, index_ties: bool = True) -> None:
+    probs = _case(name, index_ties)[3]
     assert _power(probs, len(tokens)) >= 0.99
     assert _chi_square_p(tokens, probs) > ALPHA
     assert _chi_square_p(_biased(tokens, probs, seed=5), probs) < ALPHA
@@ -199,7 +212,18 @@ def _check(name: str, tokens: np.ndarray) -> None:
 
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_torch_path_matches_sglang(name: str) -> None:
-    _check(name, _draw(name, 20_000, posterior_tokens_torch))
+    _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True)))
+
+
+@pytest.mark.parametrize("index_ties", [True, False])
+def test_tie_orders(index_ties: bool) -> None:
+    """bf16 logits tie at the top-k cut: each tie order samples its own distribution (the torch
+    sampler's: exactly k tokens; FlashInfer's: the whole tie), which the other order's draws fail."""
+    name = "top_k_24_bf16_ties"
+    assert np.abs(_case(name, True)[3] - _case(name, False)[3]).sum() / 2 > 0.02  # the orders differ here
+    draws = {o: _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=o)) for o in (True, False)}
+    _check(name, draws[index_ties], index_ties)
+    assert _chi_square_p(draws[not index_ties], _case(name, index_ties)[3]) < ALPHA
 
 
 # draws per setting on interpreted Triton: 1,000 where that already gives power >= 0.99 (the top-k

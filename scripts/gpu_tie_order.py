@@ -1,0 +1,60 @@
+"""On the GPU: which tied tokens SGLang's pytorch sampler keeps at a top-k cut (the fact behind
+`index_ties`, kernels/posterior.py).
+
+1. `torch.sort(descending=True)` on CUDA, rows of bf16-valued probabilities (many exact ties) at
+   several vocabulary sizes: are tied values left in ascending index order (a stable sort)?
+2. SGLang's own `top_k_top_p_min_p_sampling_from_probs_torch` on a row with three tied tokens at a
+   top-k 2 cut, 4096 draws: which tokens does it ever emit? (Lowest two indices = index order.)
+
+usage (GPU machine, SGLang on the path): python scripts/gpu_tie_order.py
+Prints one line per check and exits 1 if plain sampling does not keep the lowest indices.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+
+import torch
+
+
+def sort_is_stable(vocab: int, rows: int = 64) -> bool:
+    gen = torch.Generator(device="cuda").manual_seed(vocab)
+    x = (torch.randn(rows, vocab, device="cuda", generator=gen) * 0.3).to(torch.bfloat16).float()
+    probs = torch.softmax(x, dim=-1)
+    values, index = probs.sort(dim=-1, descending=True)
+    same = values[:, 1:] == values[:, :-1]
+    return bool((index[:, 1:] > index[:, :-1])[same].all()) and bool(same.any())
+
+
+def plain_kept(vocab: int, draws: int = 4096) -> set[int]:
+    from sglang.srt.layers.sampler import top_k_top_p_min_p_sampling_from_probs_torch as sample
+
+    row = torch.zeros(vocab, device="cuda")
+    tied = [vocab // 3, vocab // 2, vocab - 1]
+    row[tied] = 6.0
+    probs = torch.softmax(row, dim=-1).expand(draws, vocab).contiguous()
+    args = dict(probs=probs, top_ks=torch.full((draws,), 2, device="cuda", dtype=torch.int32),
+                top_ps=torch.ones(draws, device="cuda"), min_ps=torch.zeros(draws, device="cuda"),
+                need_min_p_sampling=False, sampling_seed=None, positions=torch.zeros(draws, device="cuda",
+                                                                                     dtype=torch.int64))
+    names = inspect.signature(sample).parameters
+    out = sample(**{k: v for k, v in args.items() if k in names})
+    return set(out.flatten().tolist())
+
+
+def main() -> int:
+    for vocab in (512, 4096, 8192, 151936):
+        print(f"torch.sort(descending) on CUDA, V={vocab}: ties in ascending index order: {sort_is_stable(vocab)}")
+    ok = True
+    for vocab in (8192, 151936):
+        got = plain_kept(vocab)
+        want = {vocab // 3, vocab // 2}
+        ok &= got == want
+        print(f"SGLang pytorch sampler, V={vocab}, 3 tied tokens at a top-k 2 cut: emits {sorted(got)} "
+              f"(lowest two indices {sorted(want)}: {got == want})")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

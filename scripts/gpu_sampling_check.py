@@ -27,11 +27,15 @@ so there nearly every DDTREE token is a tree root's.
 make_oracle_models.py; gpu_check.sh leaves them in /tmp/models) at temperature 3: the target's
 logits are 22.6 on its rule's token and exactly 0 on the 511 others, so at T=3 it samples that
 token 78.7 % of the time and each other 0.04 %, and the draft holds that token at rank 1, 2 or 3
-per depth (offchain_oracle.RANK_PROBS): accepted sampled paths leave the first-child chain. Only
-the settings whose filters cannot cut inside a run of exactly tied logits run there
-(OFFCHAIN_SETTINGS): on ties SGLang's sort-based top-k / top-p keep a sort-order-dependent subset
-and DDTree's kernel keeps every tied token, so those two would differ by construction of the
-model, not by a sampling error.
+per depth (offchain_oracle.RANK_PROBS): accepted sampled paths leave the first-child chain. Top-k
+20 and top-p 0.9 cut inside that run of 511 exactly tied logits: the pytorch sampler (this
+script's backend) keeps the tied tokens of lowest index, as DDTREE does on that backend
+(kernels/posterior.py, `index_ties`); so they run there too (OFFCHAIN_SETTINGS), exact ties on
+both sides by construction. On the 8k random models, whose bf16 logits tie or nearly tie at a
+top-k 20 cut in about half the contexts, a verify forward's logits (another attention kernel)
+can order two near-tied tokens at the cut the other way: `--control-attention B` runs the
+compared engine as plain decoding with attention backend B, to show a setting's sensitivity to
+kernel numerics alone.
 """
 
 from __future__ import annotations
@@ -61,8 +65,8 @@ SETTINGS = {
     "presence=0.5": {"temperature": 1.0, "presence_penalty": 0.5},
     "logit_bias": {"temperature": 1.0, "logit_bias": {str(t): 4.0 for t in (5, 6, 7, 8)} | {"9": -100.0}},
 }
-# Settings whose cuts cannot fall inside the off-chain target's tie of 511 equal logits.
-OFFCHAIN_SETTINGS = ("T=1", "repetition=1.3", "frequency=0.5", "presence=0.5", "logit_bias")
+# Settings run on the off-chain oracle (min-p 0.2 keeps its rule token only; top-k 2000 is off at vocab 512).
+OFFCHAIN_SETTINGS = ("T=1", "top_p=0.9", "top_k=20", "repetition=1.3", "frequency=0.5", "presence=0.5", "logit_bias")
 OFFCHAIN_TEMPERATURE = 3.0
 PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
 HERE = Path(__file__).resolve().parent
@@ -85,7 +89,7 @@ def engine_main(cfg_path: str, out_path: str) -> None:
 
     cfg = json.loads(Path(cfg_path).read_text())
     kw = dict(model_path=cfg["target"], tokenizer_path=cfg["target"], skip_tokenizer_init=True, dtype="bfloat16",
-              attention_backend="triton", sampling_backend="pytorch", grammar_backend="none",
+              attention_backend=cfg.get("attention", "triton"), sampling_backend="pytorch", grammar_backend="none",
               disable_flashinfer_autotune=True, mem_fraction_static=cfg["mem_fraction"], context_length=256,
               random_seed=cfg["seed"], log_level="warning", max_running_requests=1024, disable_cuda_graph=True,
               port=cfg["port"], nccl_port=cfg["port"] + 5)
@@ -212,7 +216,7 @@ def _chi2_quantile(alpha: float, df: int) -> float:
 
 
 def select_settings(only: list[str] | None, offchain: bool) -> dict[str, dict]:
-    """The settings to run; on the off-chain oracle only the tie-safe ones, each at T=3."""
+    """The settings to run; on the off-chain oracle OFFCHAIN_SETTINGS, each at T=3."""
     names = [k for k in SETTINGS if (not only or k in only) and (not offchain or k in OFFCHAIN_SETTINGS)]
     if only and not names:
         raise SystemExit(f"no setting left of {only}" + (f" (off-chain runs only {OFFCHAIN_SETTINGS})" if offchain else ""))
@@ -254,6 +258,9 @@ def main() -> None:
     ap.add_argument("--offchain", type=Path, help="use the off-chain oracle models in this folder, at T=3")
     ap.add_argument("--rejudge", action="store_true",
                     help="start no engine: judge the draws a former run left in OUT_DIR (plain/ddtree/ddtree_biased.json)")
+    ap.add_argument("--control-attention", metavar="BACKEND",
+                    help="compare plain with plain decoding on this attention backend instead of DDTREE (a control: "
+                         "what kernel numerics alone do to a setting); the biased DDTREE run stays")
     ap.add_argument("--parallel", action="store_true",
                     help="run the three engines side by side on the one GPU (a quarter of its memory each)")
     args = ap.parse_args()
@@ -272,13 +279,17 @@ def main() -> None:
                                  for n in ("plain", "ddtree", "ddtree_biased"))
         settings = {k: v for k, v in settings.items() if k in plain and k in ddtree and k in biased}
     else:
-        runs = [("plain", dict(base, algo="NONE", seed=1), None), ("ddtree", dict(base, algo="DDTREE", seed=2), None),
+        compared = dict(base, algo="NONE", attention=args.control_attention) if args.control_attention else \
+            dict(base, algo="DDTREE")
+        runs = [("plain", dict(base, algo="NONE", seed=1), None), ("ddtree", dict(compared, seed=2), None),
                 ("ddtree_biased", dict(base, algo="DDTREE", seed=3), {"DDTREE_TEST_POSTERIOR_BIAS": str(MOVED)})]
         with ThreadPoolExecutor(len(runs) if args.parallel else 1) as pool:
             plain, ddtree, biased = pool.map(lambda r: run_engine(r[0], r[1], args.out_dir, env=r[2]), runs)
     threshold = ALPHA / (len(settings) * args.positions)
     rows = judge(settings, plain, ddtree, biased, args.positions, threshold)
     ok = all(r[-1] for r in rows)
+    if args.control_attention:
+        print(f"# CONTROL: the 'DDTREE' column is plain decoding with attention backend {args.control_attention}")
     print(f"# target {args.target}, draft {args.draft}, budget {args.budget}, {args.draws} draws x "
           f"{args.positions} positions per setting, threshold {threshold:.2e}, {time.time() - t0:.0f}s")
     print("| setting | min p (DDTREE vs plain) | min p (biased vs plain) | power (TV 0.03) | pass |")

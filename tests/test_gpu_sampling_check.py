@@ -13,9 +13,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 import gpu_sampling_check as check  # noqa: E402
 
 
-def test_offchain_runs_only_tie_safe_settings_at_t3():
+def test_offchain_runs_its_settings_at_t3():
     got = check.select_settings(None, offchain=True)
-    assert list(got) == ["T=3", "repetition=1.3", "frequency=0.5", "presence=0.5", "logit_bias"]
+    assert list(got) == ["T=3", "top_p=0.9", "top_k=20", "repetition=1.3", "frequency=0.5", "presence=0.5",
+                         "logit_bias"]
     assert all(v["temperature"] == 3.0 for v in got.values())
     assert "top_p=0.9" in check.select_settings(None, offchain=False)
     assert check.SETTINGS["T=1"]["temperature"] == 1.0  # the table itself is untouched
@@ -23,7 +24,7 @@ def test_offchain_runs_only_tie_safe_settings_at_t3():
 
 def test_offchain_refuses_a_selection_with_nothing_left():
     with pytest.raises(SystemExit, match="off-chain runs only"):
-        check.select_settings(["top_p=0.9"], offchain=True)
+        check.select_settings(["min_p=0.2"], offchain=True)
 
 
 def _offchain_draws(n: int, rng: random.Random, moved: float = 0.0) -> list[int]:

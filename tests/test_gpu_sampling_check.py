@@ -15,11 +15,15 @@ import gpu_sampling_check as check  # noqa: E402
 
 def test_offchain_runs_its_settings_at_t3():
     got = check.select_settings(None, offchain=True)
-    assert list(got) == ["T=3", "top_p=0.9", "top_k=20", "repetition=1.3", "frequency=0.5", "presence=0.5",
-                         "logit_bias"]
+    assert list(got) == ["T=3", "top_p=0.9", "repetition=1.3", "frequency=0.5", "presence=0.5", "logit_bias"]
     assert all(v["temperature"] == 3.0 for v in got.values())
     assert "top_p=0.9" in check.select_settings(None, offchain=False)
     assert check.SETTINGS["T=1"]["temperature"] == 1.0  # the table itself is untouched
+
+
+def test_numerics_sensitive_settings_run_only_when_named():
+    assert "top_k=20" not in check.select_settings(None, offchain=False)
+    assert list(check.select_settings(["top_k=20", "T=1"], offchain=False)) == ["T=1", "top_k=20"]
 
 
 def test_offchain_refuses_a_selection_with_nothing_left():

@@ -29,8 +29,10 @@ logits are 22.6 on its rule's token and exactly 0 on the 511 others, so at T=3 i
 token 78.7 % of the time and each other 0.04 %, and the draft holds that token at rank 1, 2 or 3
 per depth (offchain_oracle.RANK_PROBS): accepted sampled paths leave the first-child chain. Top-p
 0.9 cuts inside that run of tied logits (~270 of them kept): the pytorch sampler (this script's
-backend) keeps the tied tokens of lowest index, as DDTREE does on that backend
-(kernels/posterior.py, `index_ties`), so it runs there too (OFFCHAIN_SETTINGS).
+default backend) keeps the tied tokens of lowest index, as DDTREE does on that backend
+(kernels/posterior.py, `index_ties`), so it runs there too (OFFCHAIN_SETTINGS). `--sampling-backend
+flashinfer` (a bundle with a real FlashInfer) checks the other order: every engine samples with
+FlashInfer, which keeps a tie whole, and so does DDTREE on that backend.
 
 Top-k 20 (NUMERICS_SENSITIVE) runs only when named in --only: its cut falls where the logits tie
 or nearly tie, and two engines whose attention kernels differ keep different tokens there.
@@ -95,7 +97,8 @@ def engine_main(cfg_path: str, out_path: str) -> None:
 
     cfg = json.loads(Path(cfg_path).read_text())
     kw = dict(model_path=cfg["target"], tokenizer_path=cfg["target"], skip_tokenizer_init=True, dtype="bfloat16",
-              attention_backend=cfg.get("attention", "triton"), sampling_backend="pytorch", grammar_backend="none",
+              attention_backend=cfg.get("attention", "triton"), sampling_backend=cfg.get("sampling", "pytorch"),
+              grammar_backend="none",
               disable_flashinfer_autotune=True, mem_fraction_static=cfg["mem_fraction"], context_length=256,
               random_seed=cfg["seed"], log_level="warning", max_running_requests=1024, disable_cuda_graph=True,
               port=cfg["port"], nccl_port=cfg["port"] + 5)
@@ -266,6 +269,8 @@ def main() -> None:
     ap.add_argument("--offchain", type=Path, help="use the off-chain oracle models in this folder, at T=3")
     ap.add_argument("--rejudge", action="store_true",
                     help="start no engine: judge the draws a former run left in OUT_DIR (plain/ddtree/ddtree_biased.json)")
+    ap.add_argument("--sampling-backend", default="pytorch", choices=("pytorch", "flashinfer"),
+                    help="SGLang's sampling backend for every engine (default pytorch)")
     ap.add_argument("--control-attention", metavar="BACKEND",
                     help="compare plain with plain decoding on this attention backend instead of DDTREE (a control: "
                          "what kernel numerics alone do to a setting); the biased DDTREE run stays")
@@ -280,7 +285,8 @@ def main() -> None:
     if args.offchain:
         args.target, args.draft = str(args.offchain / "target_offchain"), str(args.offchain / "draft_offchain")
     base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
-                positions=args.positions, settings=settings, mem_fraction=0.25 if args.parallel else 0.5)
+                positions=args.positions, settings=settings, mem_fraction=0.25 if args.parallel else 0.5,
+                sampling=args.sampling_backend)
     t0 = time.time()
     if args.rejudge:
         plain, ddtree, biased = (json.loads((args.out_dir / f"{n}.json").read_text())
@@ -298,7 +304,8 @@ def main() -> None:
     ok = all(r[-1] for r in rows)
     if args.control_attention:
         print(f"# CONTROL: the 'DDTREE' column is plain decoding with attention backend {args.control_attention}")
-    print(f"# target {args.target}, draft {args.draft}, budget {args.budget}, {args.draws} draws x "
+    print(f"# target {args.target}, draft {args.draft}, budget {args.budget}, sampling backend {args.sampling_backend}, "
+          f"{args.draws} draws x "
           f"{args.positions} positions per setting, threshold {threshold:.2e}, {time.time() - t0:.0f}s")
     print("| setting | min p (DDTREE vs plain) | min p (biased vs plain) | power (TV 0.03) | pass |")
     print("|---|---|---|---|---|")

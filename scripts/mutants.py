@@ -171,6 +171,9 @@ KERNELS = (
 )
 
 WORKER = (
+    Mutant("node sampler ignores the pytorch backend's tie order", "patches/node_sampling.py",
+           '    return sampling_backend == "pytorch"\n', "    return False\n",
+           ("tests/test_node_sampling.py::test_backend_orders_the_ties",)),
     Mutant("draft-KV positions +1", "patches/worker_v2.py",
            "positions = prefix_lens.to(torch.int64)[:, None] + self._width_offsets[:path_len]",
            "positions = prefix_lens.to(torch.int64)[:, None] + self._width_offsets[:path_len] + 1", ATTENDING),
@@ -223,8 +226,8 @@ TRITON = (
            "tl.store(bonus_ptr + b, tl.sum(tl.where(offs == cur, tok, 0), axis=0))",
            ("tests/test_kernels_accept_walk.py::test_triton_walk_equals_torch",)),
     Mutant("Split posterior's check skips blocks with tokens above the lower cuts", "kernels/posterior_split.py",
-           "if tl.load(bmax_ptr + row * NB + bi) > tl.min(cand, axis=0):",
-           "if tl.load(bmax_ptr + row * NB + bi) > tl.max(cand, axis=0):",
+           "    reach = bmax > lowest\n",
+           "    reach = bmax > tl.max(cand, axis=0)\n",
            ("tests/test_kernels_posterior_split.py::test_split_equals_torch",)),
     Mutant("Posterior kernels skip units that reach above the floor (support mass too small)", "kernels/posterior.py",
            "        if tl.load(units_block + u) > floor:", "        if tl.load(units_block + u) > floor + 1.0:",
@@ -240,6 +243,18 @@ TRITON = (
            "count = _top_k_cuts(tl.load(topk_ptr + b), V)\n",
            "count = _top_k_cuts(tl.load(topk_ptr + b), 0)\n",
            ("tests/test_kernels_posterior_split.py::test_split_equals_torch",)),
+    Mutant("Posterior kernels order ties by value even with index_ties (a cut ignores its index)",
+           "kernels/posterior.py",
+           "    return (z > cut) | ((z == cut) & (idx < cut_idx))\n", "    return z > cut\n",
+           ("tests/test_kernels_posterior_split.py::test_index_ties_equal_torch",)),
+    Mutant("Posterior reference orders ties by value even with index_ties", "kernels/posterior.py",
+           "(zz > cut) | ((zz == cut) & (ii < cut_idx))", "(zz > cut)",
+           ("tests/test_sampling_distribution.py::test_tie_orders",)),
+    Mutant("Split posterior's check skips earlier blocks holding ties of the drawn token (its rank too low)",
+           "kernels/posterior_split.py",
+           "        reach = reach | ((bmax == lowest) & (bi * BLOCK < tl.max(cand_idx, axis=0)))\n",
+           "        reach = reach\n",
+           ("tests/test_kernels_posterior_split.py::test_ties_and_block_boundaries",)),
 )
 
 MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON

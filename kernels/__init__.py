@@ -12,9 +12,10 @@ Additions to the agreed contract (all keyword arguments with defaults, nothing r
 - `commit.move_slots_triton(data_ptrs, data_strides, max_stride, dst, src)`: the KV commit move on
   raw per-slot buffers, skipping padding and slot-onto-itself entries (CUDA only).
 - `pack_tree_mask(parent) -> int32[bs, n, ceil(n / 32)]`: tree columns only, bit j % 32 of word j // 32.
-- `posterior_tokens(..., min_p=None, positions=None, all_greedy=False)`: SGLang's temperature /
-  top-k / top-p / min-p distribution drawn exactly over the whole vocabulary; `positions` [bs, n]
-  key the randomness; `all_greedy` (host-known) is a plain argmax (see posterior.py).
+- `posterior_tokens(..., min_p=None, positions=None, all_greedy=False, index_ties=False)`: SGLang's
+  temperature / top-k / top-p / min-p distribution drawn exactly over the whole vocabulary;
+  `positions` [bs, n] key the randomness; `all_greedy` (host-known) is a plain argmax;
+  `index_ties` keeps tied logits at a cut lowest index first (the pytorch sampler; see posterior.py).
 - `path_penalties.apply_path_penalties`: SGLang's penalties and logit bias at every node, with the
   node's own path counted as output (the dense step one Triton pass on CUDA, the path step torch).
 - `accept_walk(..., max_depth=None)`: D = max_depth (the draft depth), else n - 1.

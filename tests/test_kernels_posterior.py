@@ -71,7 +71,8 @@ def test_posterior_semantics() -> None:
 
 
 def _filtered_probs(logits: np.ndarray, temp: float, top_k: int, top_p: float) -> np.ndarray:
-    """The target's own sampling distribution, float64, SGLang's filter semantics (ties kept)."""
+    """The target's own sampling distribution, float64, SGLang's filter semantics (ties kept whole,
+    the kernels' default order)."""
     if temp <= 0:
         out = np.zeros_like(logits)
         out[np.argmax(logits)] = 1.0

@@ -1,7 +1,8 @@
 """End-to-end check on the GPU: DDTREE's sampled tokens are distributed as plain SGLang sampling's.
 
 For every setting (T=1; top-p 0.9; top-k 2000; top-k 20, which the kernel's top-k floor serves on
-an 8k vocabulary; min-p 0.2; repetition 1.3; frequency 0.5; presence 0.5; logit bias), one plain engine and one DDTREE engine each generate DRAWS requests of the same
+an 8k vocabulary; min-p 0.2; top-k 50 + top-p 0.8 + min-p 0.05; repetition 1.3; frequency 0.5;
+presence 0.5; logit bias), one plain engine and one DDTREE engine each generate DRAWS requests of the same
 prompt (batched), `--positions` tokens each. At every compared position the two samples of that
 position's token are tested for homogeneity by a 2 x B chi-square (bins: token ids grouped in id
 order to >= 10 pooled draws each). A third engine runs DDTREE with DDTREE_TEST_POSTERIOR_BIAS=0.03
@@ -66,6 +67,9 @@ SETTINGS = {
     "top_k=2000": {"temperature": 1.0, "top_k": 2000},
     "top_k=20": {"temperature": 1.0, "top_k": 20},
     "min_p=0.2": {"temperature": 1.0, "min_p": 0.2},
+    # all three filters: SGLang's joint order on pytorch; on FlashInfer (min-p in the batch) top-p over
+    # the renormalised top-k set, then min-p (kernels/sequential_top_p.py)
+    "top_k=50,top_p=0.8,min_p=0.05": {"temperature": 1.0, "top_k": 50, "top_p": 0.8, "min_p": 0.05},
     "repetition=1.3": {"temperature": 1.0, "repetition_penalty": 1.3},
     "frequency=0.5": {"temperature": 1.0, "frequency_penalty": 0.5},
     "presence=0.5": {"temperature": 1.0, "presence_penalty": 0.5},

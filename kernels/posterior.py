@@ -263,7 +263,10 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
                     idx = bi * BLOCK + offs
                     z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
                     w = tl.exp(z - row_max)
-                    gt = _above(z[None, :], idx[None, :], cand[:, None], cand_idx[:, None])
+                    if INDEX_TIES:
+                        gt = _above(z[None, :], idx[None, :], cand[:, None], cand_idx[:, None])
+                    else:
+                        gt = z[None, :] > cand[:, None]
                     above_n += tl.sum(gt.to(tl.int32), axis=1)
                     s = tl.sum(tl.where(gt, w[None, :], 0.0), axis=1)
                     above = tl.where(blocks[None, :] == bi, s[:, None], above)

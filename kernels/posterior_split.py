@@ -208,15 +208,27 @@ def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_idx, 
 
 @triton.jit
 def _cuts(fstate_ptr, out_ptr, row, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """The drawn token's cut and NC - 1 cut candidates evenly spaced from its z to the row max:
-    (values, indices (`_above`), row max). The drawn token's index is its cut's with INDEX_TIES."""
+    """The drawn token's z and NC - 1 cut candidates evenly spaced from it to the row max, the row
+    max, and the index of cut 0 (`_above`): the drawn token's with INDEX_TIES, else 0. The other
+    cuts fall between values (index 0)."""
     row_max = tl.load(fstate_ptr + row * 5 + 0)
     z_pick = tl.load(fstate_ptr + row * 5 + 4)
-    ci = tl.arange(0, NC)
-    cand_idx = tl.zeros([NC], tl.int32)
+    tok = tl.zeros([], tl.int32)
     if INDEX_TIES:
-        cand_idx = tl.where(ci == 0, tl.load(out_ptr + row).to(tl.int32), 0)
-    return z_pick + (row_max - z_pick) * (ci.to(tl.float32) / NC), cand_idx, row_max
+        tok = tl.load(out_ptr + row).to(tl.int32)
+    return z_pick + (row_max - z_pick) * (tl.arange(0, NC).to(tl.float32) / NC), row_max, tok
+
+
+@triton.jit
+def _cut_mask(z, idx, cand, tok, c: tl.constexpr, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
+    """Tokens above cut c: with INDEX_TIES cut 0 is the drawn token itself (`_above`), every other
+    cut a value (a plain compare: the check is compute-bound on flat rows)."""
+    cut = tl.sum(tl.where(tl.arange(0, NC) == c, cand, 0.0), axis=0)
+    if INDEX_TIES and c == 0:
+        gt = _above(z, idx, cut, tok)
+    else:
+        gt = z > cut
+    return gt
 
 
 @triton.jit
@@ -228,7 +240,7 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
     INDEX_TIES, equal to it before the drawn index), holds no token above any cut: its zeros are
     stored without reading it (most blocks of a peaked row). Counts are made only for a row with
     top-k (`count`): top-p and the redraw need the masses."""
-    cand, cand_idx, row_max = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
+    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
     ci = tl.arange(0, NC)
     cnt = tl.zeros([NC], tl.int32)
     above = tl.zeros([NC], tl.float32)
@@ -236,18 +248,18 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
     lowest = tl.min(cand, axis=0)
     reach = bmax > lowest
     if INDEX_TIES:
-        reach = reach | ((bmax == lowest) & (bi * BLOCK < tl.max(cand_idx, axis=0)))
+        reach = reach | ((bmax == lowest) & (bi * BLOCK < tok))
     if reach:
         z, idx = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
         w = tl.exp(z - row_max)
         if count:
             for c in tl.static_range(NC):  # one cut at a time: no [NC, BLOCK] tile in registers
-                gt = _above(z, idx, tl.sum(tl.where(ci == c, cand, 0.0), axis=0), tl.sum(tl.where(ci == c, cand_idx, 0)))
+                gt = _cut_mask(z, idx, cand, tok, c, NC, INDEX_TIES)
                 cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
                 above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
         else:
             for c in tl.static_range(NC):
-                gt = _above(z, idx, tl.sum(tl.where(ci == c, cand, 0.0), axis=0), tl.sum(tl.where(ci == c, cand_idx, 0)))
+                gt = _cut_mask(z, idx, cand, tok, c, NC, INDEX_TIES)
                 above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
     tl.store(cnt_ptr + (row * NC + ci) * NB + bi, cnt)
     tl.store(above_ptr + (row * NC + ci) * NB + bi, above)
@@ -282,7 +294,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
     above = tl.load(above_ptr + part, mask=ok, other=0.0)
     above_n = tl.sum(tl.load(cnt_ptr + part, mask=ok, other=0), axis=1)
     above_mass = tl.sum(above, axis=1)
-    cand, cand_idx, row_max = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
+    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
     by_k = tl.where(_top_k_cuts(top_k, V), (above_n >= top_k).to(tl.int32), 0)
     by_p = tl.where(top_p < 1.0, (above_mass > top_p * tl.load(fstate_ptr + row * 5 + 1)).to(tl.int32), 0)
     best = tl.max(tl.where(by_k + by_p > 0, ci, -1), axis=0)
@@ -290,7 +302,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
     if best >= 0:
         pick = ci == best
         floor = tl.sum(tl.where(pick, cand, 0.0), axis=0)
-        floor_idx = tl.sum(tl.where(pick, cand_idx, 0), axis=0)
+        floor_idx = tl.where(best == 0, tok, 0)
         floor_mass = tl.sum(tl.where(pick, above_mass, 0.0), axis=0)
         mass = tl.sum(tl.where(pick[:, None], above, 0.0), axis=0)
         rnd = tl.load(istate_ptr + row * 3 + 1) + 1

@@ -1,0 +1,84 @@
+"""Compile the posterior's Triton kernels for an H100/H200 (sm_90) on a machine without a GPU.
+
+The CPU tests run these kernels interpreted, which does not type-check or lower them: a kernel can
+pass every interpreted test and still fail to compile on the GPU. Triton's own compiler (frontend,
+TTGIR, PTX and the bundled ptxas) needs no device, so this compiles every kernel of
+`kernels/posterior.py` and `kernels/posterior_split.py` in each of its constexpr variants (tie
+order, per-row tail) to a cubin. Run without TRITON_INTERPRET (the kernels must be JIT functions).
+
+usage: python scripts/compile_kernels_sm90.py [--json]   (exit 1 if any variant fails)
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from kernels import posterior, posterior_split  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+# pointer arguments that are not fp32; scalars are int32 (the launchers pass ints)
+POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_ptr": "*i64", "pos_ptr": "*i64",
+            "barg_ptr": "*i32", "istate_ptr": "*i32", "cnt_ptr": "*i32"}
+# the launchers' constexprs at V = 151936 (block 2048, unit 256)
+CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "UNIT": posterior.UNIT, "UP": 1024,
+              "BPP": posterior_split.BLOCKS_PER_PROGRAM}
+VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
+KERNELS = (posterior._posterior_kernel, posterior_split._stats_kernel, posterior_split._floor_kernel,
+           posterior_split._mass_kernel, posterior_split._start_kernel, posterior_split._check_kernel,
+           posterior_split._finish_kernel)
+
+
+def variants(fn) -> list[dict]:
+    """Every combination of the kernel's switch constexprs, with its fixed ones."""
+    names = list(inspect.signature(fn.fn).parameters)
+    fixed = {k: v for k, v in CONSTEXPRS.items() if k in names}
+    switches = [k for k in VARIANTS if k in names]
+    return [dict(fixed, **dict(zip(switches, combo))) for combo in itertools.product(*(VARIANTS[k] for k in switches))]
+
+
+def compile_one(fn, consts: dict) -> int:
+    """Bytes of the cubin; raises on a compile error."""
+    params = inspect.signature(fn.fn).parameters
+    sig = {n: "constexpr" if n in consts else POINTERS.get(n, "*fp32") if n.endswith("_ptr") else "i32"
+           for n in params}
+    kernel = triton.compile(ASTSource(fn, sig, constexprs=consts), target=TARGET, options={"num_warps": 4})
+    return len(kernel.asm["cubin"])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        raise SystemExit("unset TRITON_INTERPRET: interpreted kernels cannot be compiled")
+    rows = []
+    for fn in KERNELS:
+        for consts in variants(fn):
+            switch = {k: consts[k] for k in VARIANTS if k in consts}
+            try:
+                rows.append({"kernel": fn.fn.__name__, **switch, "ok": True, "cubin_bytes": compile_one(fn, consts)})
+            except Exception as exc:  # noqa: BLE001  (any compiler error is this variant's result)
+                rows.append({"kernel": fn.fn.__name__, **switch, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        for r in rows:
+            switch = " ".join(f"{k}={r[k]}" for k in VARIANTS if k in r)
+            print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['kernel']} {switch} "
+                  f"{r.get('cubin_bytes', '')}{r.get('error', '')[:2000]}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,17 +1,21 @@
-"""Compile the posterior's Triton kernels for an H100/H200 (sm_90) on a machine without a GPU.
+"""Compile the Triton kernels for an H100/H200 (sm_90) on a machine without a GPU.
 
-The CPU tests run these kernels interpreted, which does not type-check or lower them: a kernel can
+The CPU tests run the kernels interpreted, which does not type-check or lower them: a kernel can
 pass every interpreted test and still fail to compile on the GPU. Triton's own compiler (frontend,
-TTGIR, PTX and the bundled ptxas) needs no device, so this compiles every kernel of
-`kernels/posterior.py` and `kernels/posterior_split.py` in each of its constexpr variants (tie
-order, per-row tail) to a cubin. Run without TRITON_INTERPRET (the kernels must be JIT functions).
+TTGIR, PTX and the bundled ptxas) needs no device, so this compiles to a cubin:
+- every kernel of `kernels/posterior.py` and `kernels/posterior_split.py` in each of its switch
+  variants (tie order, per-row tail) with the constexprs of V=151936 (a table here);
+- with `--launches FILE`, every launch that `scripts/record_launches.py` recorded from interpreted
+  tests: the argument types and constexprs the other kernels' launchers really pass.
+Run without TRITON_INTERPRET (the kernels must be JIT functions).
 
-usage: python scripts/compile_kernels_sm90.py [--json]   (exit 1 if any variant fails)
+usage: python scripts/compile_kernels_sm90.py [--launches FILE] [--json]   (exit 1 if any fails)
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import inspect
 import itertools
 import json
@@ -47,17 +51,40 @@ def variants(fn) -> list[dict]:
     return [dict(fixed, **dict(zip(switches, combo))) for combo in itertools.product(*(VARIANTS[k] for k in switches))]
 
 
-def compile_one(fn, consts: dict) -> int:
+def table_signature(fn, consts: dict) -> dict:
+    """The posterior table's argument types: POINTERS, other pointers fp32, scalars int32."""
+    return {n: "constexpr" if n in consts else POINTERS.get(n, "*fp32") if n.endswith("_ptr") else "i32"
+            for n in inspect.signature(fn.fn).parameters}
+
+
+def compile_one(fn, sig: dict, consts: dict, options: dict | None = None) -> int:
     """Bytes of the cubin; raises on a compile error."""
-    params = inspect.signature(fn.fn).parameters
-    sig = {n: "constexpr" if n in consts else POINTERS.get(n, "*fp32") if n.endswith("_ptr") else "i32"
-           for n in params}
-    kernel = triton.compile(ASTSource(fn, sig, constexprs=consts), target=TARGET, options={"num_warps": 4})
+    kernel = triton.compile(ASTSource(fn, sig, constexprs=consts), target=TARGET,
+                            options={"num_warps": 4, **(options or {})})
     return len(kernel.asm["cubin"])
+
+
+def _attempt(row: dict, fn, sig: dict, consts: dict, options: dict | None = None) -> dict:
+    try:
+        return dict(row, ok=True, cubin_bytes=compile_one(fn, sig, consts, options))
+    except Exception as exc:  # noqa: BLE001  (any compiler error is this variant's result)
+        return dict(row, ok=False, error=f"{type(exc).__name__}: {exc}")
+
+
+def recorded(path: Path) -> list[dict]:
+    """Compile results of the launches in a `record_launches.py` file."""
+    rows = []
+    for launch in json.loads(path.read_text()):
+        fn = getattr(importlib.import_module(launch["module"]), launch["kernel"])
+        consts = {k: tuple(v) if isinstance(v, list) else v for k, v in launch["constexprs"].items()}
+        rows.append(_attempt({"kernel": launch["kernel"], "recorded": True}, fn, launch["signature"], consts,
+                             launch["options"]))
+    return rows
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--launches", type=Path, help="a record_launches.py file: compile those launches too")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if os.environ.get("TRITON_INTERPRET") == "1":
@@ -66,15 +93,14 @@ def main() -> int:
     for fn in KERNELS:
         for consts in variants(fn):
             switch = {k: consts[k] for k in VARIANTS if k in consts}
-            try:
-                rows.append({"kernel": fn.fn.__name__, **switch, "ok": True, "cubin_bytes": compile_one(fn, consts)})
-            except Exception as exc:  # noqa: BLE001  (any compiler error is this variant's result)
-                rows.append({"kernel": fn.fn.__name__, **switch, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            rows.append(_attempt({"kernel": fn.fn.__name__, **switch}, fn, table_signature(fn, consts), consts))
+    if args.launches:
+        rows += recorded(args.launches)
     if args.json:
         print(json.dumps(rows, indent=1))
     else:
         for r in rows:
-            switch = " ".join(f"{k}={r[k]}" for k in VARIANTS if k in r)
+            switch = " ".join(f"{k}={r[k]}" for k in VARIANTS if k in r) + (" (recorded)" if r.get("recorded") else "")
             print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['kernel']} {switch} "
                   f"{r.get('cubin_bytes', '')}{r.get('error', '')[:2000]}")
     return 0 if all(r["ok"] for r in rows) else 1

@@ -341,9 +341,11 @@ def _just_below(x):
 def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                           block: int = BLOCK, unit: int = UNIT, index_ties: bool = False) -> torch.Tensor:
+                           block: int = BLOCK, unit: int = UNIT, index_ties: bool = False,
+                           top_p_cuts: int = CUTS) -> torch.Tensor:
     """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same units,
-    same draws; `index_ties`: the module docstring's tie order)."""
+    same draws; `index_ties`: the module docstring's tie order; `top_p_cuts`: cut candidates of a
+    row without top-k, as `posterior_split`'s)."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     dev = target_logits.device
@@ -405,8 +407,10 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         pick_j = torch.minimum(torch.where(cw > target[:, None], offs, block).amin(-1), last_j).clamp(min=0)
         token = pick_b * block + pick_j
         z_pick = zp.gather(1, pick_j[:, None])
-        frac = torch.arange(CUTS, device=dev, dtype=torch.float32) / CUTS
-        cand = z_pick + (row_max[a] - z_pick) * frac  # [A, CUTS]
+        ci = torch.arange(CUTS, device=dev)
+        ncut = torch.where(k_on[a], CUTS, top_p_cuts)[:, None]
+        frac = ci.to(torch.float32) / ncut.to(torch.float32)
+        cand = torch.where(ci < ncut, z_pick + (row_max[a] - z_pick) * frac, float("inf"))  # [A, CUTS]
         cand_idx = torch.zeros_like(cand, dtype=torch.int64)
         if index_ties:
             cand_idx[:, 0] = token

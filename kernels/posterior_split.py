@@ -207,16 +207,20 @@ def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_idx, 
 
 
 @triton.jit
-def _cuts(fstate_ptr, out_ptr, row, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """The drawn token's z and NC - 1 cut candidates evenly spaced from it to the row max, the row
-    max, and the index of cut 0 (`_above`): the drawn token's with INDEX_TIES, else 0. The other
-    cuts fall between values (index 0)."""
+def _cuts(fstate_ptr, out_ptr, row, count, NC: tl.constexpr, PC: tl.constexpr, INDEX_TIES: tl.constexpr):
+    """The drawn token's z and the cut candidates above it, evenly spaced to the row max: NC on a
+    row with top-k (`count`), PC on a top-p-only row (the rest +inf: never above a token, never
+    picked); the row max; the index of cut 0 (`_above`): the drawn token's with INDEX_TIES, else 0.
+    The other cuts fall between values (index 0)."""
     row_max = tl.load(fstate_ptr + row * 5 + 0)
     z_pick = tl.load(fstate_ptr + row * 5 + 4)
     tok = tl.zeros([], tl.int32)
     if INDEX_TIES:
         tok = tl.load(out_ptr + row).to(tl.int32)
-    return z_pick + (row_max - z_pick) * (tl.arange(0, NC).to(tl.float32) / NC), row_max, tok
+    ci = tl.arange(0, NC)
+    ncut = tl.where(count, NC, PC)
+    frac = tl.math.div_rn(ci.to(tl.float32), ncut.to(tl.float32))  # IEEE, as the reference's torch division
+    return tl.where(ci < ncut, z_pick + (row_max - z_pick) * frac, float("inf")), row_max, tok
 
 
 @triton.jit
@@ -233,14 +237,14 @@ def _cut_mask(z, idx, cand, tok, c: tl.constexpr, NC: tl.constexpr, INDEX_TIES: 
 
 @triton.jit
 def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V, NB,
-                 BLOCK: tl.constexpr, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
+                 BLOCK: tl.constexpr, NC: tl.constexpr, PC: tl.constexpr, INDEX_TIES: tl.constexpr):
     """The count and mass (relative to the row max) of block bi's tokens strictly above every cut.
 
     A block whose max (the stats pass's) is not above the lowest cut, the drawn token (nor, with
     INDEX_TIES, equal to it before the drawn index), holds no token above any cut: its zeros are
     stored without reading it (most blocks of a peaked row). Counts are made only for a row with
-    top-k (`count`): top-p and the redraw need the masses."""
-    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
+    top-k (`count`): top-p and the redraw need the masses (of PC cuts only: `_cuts`)."""
+    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, count, NC, PC, INDEX_TIES)
     ci = tl.arange(0, NC)
     cnt = tl.zeros([NC], tl.int32)
     above = tl.zeros([NC], tl.float32)
@@ -258,7 +262,7 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
                 cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
                 above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
         else:
-            for c in tl.static_range(NC):
+            for c in tl.static_range(PC):
                 gt = _cut_mask(z, idx, cand, tok, c, NC, INDEX_TIES)
                 above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
     tl.store(cnt_ptr + (row * NC + ci) * NB + bi, cnt)
@@ -267,7 +271,8 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
 
 @triton.jit
 def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr, n,
-                  V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, BPP: tl.constexpr, INDEX_TIES: tl.constexpr):
+                  V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
+                  INDEX_TIES: tl.constexpr):
     """Program (row, BPP blocks) of a row whose draw awaits its check; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
     if tl.load(istate_ptr + row * 3) == _CHECK:
@@ -278,12 +283,13 @@ def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_p
             bi = tl.program_id(1) * BPP + j
             if bi < NB:
                 _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
-                             NB, BLOCK, NC, INDEX_TIES)
+                             NB, BLOCK, NC, PC, INDEX_TIES)
 
 
 @triton.jit
 def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
-          out_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, INDEX_TIES: tl.constexpr):
+          out_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, PC: tl.constexpr,
+          INDEX_TIES: tl.constexpr):
     """Decide a row's draw from its block partials: kept -> done. Else every token <= the highest
     cut with >= top_k tokens or > top_p of the mass above it is outside the kept set (an upper
     set): that cut becomes the floor, its block masses the support, and the next round draws."""
@@ -294,7 +300,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
     above = tl.load(above_ptr + part, mask=ok, other=0.0)
     above_n = tl.sum(tl.load(cnt_ptr + part, mask=ok, other=0), axis=1)
     above_mass = tl.sum(above, axis=1)
-    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, NC, INDEX_TIES)
+    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, _top_k_cuts(top_k, V), NC, PC, INDEX_TIES)
     by_k = tl.where(_top_k_cuts(top_k, V), (above_n >= top_k).to(tl.int32), 0)
     by_p = tl.where(top_p < 1.0, (above_mass > top_p * tl.load(fstate_ptr + row * 5 + 1)).to(tl.int32), 0)
     best = tl.max(tl.where(by_k + by_p > 0, ci, -1), axis=0)
@@ -320,7 +326,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
 @triton.jit
 def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, fstate_ptr,
                    istate_ptr, cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                   NC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
+                   NC: tl.constexpr, PC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
     """Program per row: one round's decision (and redraw) after the split check pass; with
     SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
     row = tl.program_id(0).to(tl.int64)
@@ -338,14 +344,14 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
             while status == _CHECK:
                 for bi in range(0, NB):
                     _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
-                                 NB, BLOCK, NC, INDEX_TIES)
+                                 NB, BLOCK, NC, PC, INDEX_TIES)
                 tl.debug_barrier()  # the partials this program wrote, visible to all its threads
                 status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr,
-                               cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, INDEX_TIES)
+                               cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, PC, INDEX_TIES)
                 tl.debug_barrier()
         else:
             _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
-                  out_ptr, row, V, NB, BLOCK, NBP, NC, INDEX_TIES)
+                  out_ptr, row, V, NB, BLOCK, NBP, NC, PC, INDEX_TIES)
 
 
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
@@ -353,14 +359,16 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
-                           index_ties: bool = False) -> torch.Tensor:
+                           index_ties: bool = False, top_p_cuts: int = CUTS) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
     tunes the speed, as do `warps` (per program; default by block) and `blocks_per_program` (of the
     mass and check passes). `block` and `unit` (the top-k floor's unit, which the mass pass also
     skips by) are the reference's: other values, other (equally exact) draws. `index_ties`: the tie
-    order (posterior.py's docstring). CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
+    order (posterior.py's docstring). `top_p_cuts` (1..CUTS): cut candidates of a check on a row
+    without top-k, the reference's too (fewer: fewer reductions per block, more rounds after a
+    rejection). CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     logits = target_logits.contiguous()
@@ -370,6 +378,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     if rows == 0:
         return out
     unit = floor_unit(block, unit, vocab)
+    if not 1 <= top_p_cuts <= CUTS:
+        raise ValueError(f"top_p_cuts={top_p_cuts} must be in 1..{CUTS}")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = min(block, triton.next_power_of_2(vocab))
@@ -399,11 +409,13 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
         _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, out, n, vocab, nb,
-                                      BLOCK=block, NC=CUTS, BPP=blocks_per_program, INDEX_TIES=index_ties,
+                                      BLOCK=block, NC=CUTS, PC=top_p_cuts, BPP=blocks_per_program, INDEX_TIES=index_ties,
                                       num_warps=warps)
-        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=False, INDEX_TIES=index_ties,
+        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, PC=top_p_cuts, SEQUENTIAL=False,
+                                INDEX_TIES=index_ties,
                                 num_warps=warps)
-    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, SEQUENTIAL=True, INDEX_TIES=index_ties,
+    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, PC=top_p_cuts, SEQUENTIAL=True,
+                            INDEX_TIES=index_ties,
                             num_warps=warps)
     return out
 

@@ -28,7 +28,8 @@ Sections (`--sections`, all by default):
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
 - posterior-tune: the split kernel's speed knobs (block size x warps x split check rounds x the
-  top-k floor's unit x blocks per mass / check program) at the largest batch on T=1, top-p 0.9,
+  top-k floor's unit x blocks per mass / check program; the cut candidates of rows without top-k,
+  `top_p_cuts`, with the defaults otherwise) at the largest batch on T=1, top-p 0.9,
   top-k 50 and 2000, fastest first, each setting's draws compared with the default's (counted:
   another float32 summation order, or another unit's floor, draws other tokens).
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
@@ -70,7 +71,7 @@ from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
 from kernels.path_penalties import (Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton,  # noqa: E402
                                     path_tokens_torch, path_tokens_triton)
-from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
+from kernels.posterior import CUTS, posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
@@ -521,27 +522,28 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
     blocks = [b for b in (2048, 4096) if b <= vocab] or [vocab]
-    settings = [(blocks[0], 4, r, u, g) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
-    settings += [(blocks[0], 4, 3, blocks[0], 8), (blocks[0], 8, 3, 256, 8)]
-    settings += [(b, 4, 3, u, g) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
-    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g}": (b, w, r, u, g)
-               for b, w, r, u, g in settings}
+    settings = [(blocks[0], 4, r, u, g, CUTS) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
+    settings += [(blocks[0], 4, 3, blocks[0], 8, CUTS), (blocks[0], 8, 3, 256, 8, CUTS)]
+    settings += [(b, 4, 3, u, g, CUTS) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
+    settings += [(blocks[0], 4, r, 256, 8, pc) for r in (2, 3) for pc in (1, 2, 4)]
+    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g} top-p cuts={pc}": (b, w, r, u, g, pc)
+               for b, w, r, u, g, pc in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
         for case in TUNE_CASES:
             params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
-            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g: posterior_tokens_split(
+            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g, pc=pc: posterior_tokens_split(
                        logits, *params, seed, min_p=min_p, positions=positions, block=b, warps=w, par_rounds=r,
-                       unit=u, blocks_per_program=g))
-                   for name, (b, w, r, u, g) in configs.items()}
+                       unit=u, blocks_per_program=g, top_p_cuts=pc))
+                   for name, (b, w, r, u, g, pc) in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)
             for name in sorted(configs, key=lambda n: times[n]["median"]):
-                b, w, r, u, g = configs[name]
+                b, w, r, u, g, pc = configs[name]
                 out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w,
-                            "par_rounds": r, "unit": u, "blocks_per_program": g, "us": times[name],
+                            "par_rounds": r, "unit": u, "blocks_per_program": g, "top_p_cuts": pc, "us": times[name],
                             "draws_differing_from_default": differ[name]})
                 table.append([shape, case, name, _cell(times[name]), str(differ[name])])
     _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "

@@ -35,8 +35,8 @@ TARGET = GPUTarget("cuda", 90, 32)
 POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_ptr": "*i64", "pos_ptr": "*i64",
             "barg_ptr": "*i32", "istate_ptr": "*i32", "cnt_ptr": "*i32"}
 # the launchers' constexprs at V = 151936 (block 2048, unit 256)
-CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "UNIT": posterior.UNIT, "UP": 1024,
-              "BPP": posterior_split.BLOCKS_PER_PROGRAM}
+CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "PC": posterior.CUTS, "UNIT": posterior.UNIT,
+              "UP": 1024, "BPP": posterior_split.BLOCKS_PER_PROGRAM}
 VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
 KERNELS = (posterior._posterior_kernel, posterior_split._stats_kernel, posterior_split._floor_kernel,
            posterior_split._mass_kernel, posterior_split._start_kernel, posterior_split._check_kernel,

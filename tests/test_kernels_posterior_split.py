@@ -17,7 +17,7 @@ import torch
 from tests.cuda_graph import capture_graph
 from tests.kernels_env import DEVICES, INTERPRETED
 
-from kernels.posterior import UNIT, posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import CUTS, UNIT, posterior_tokens_torch, posterior_tokens_triton
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -36,16 +36,16 @@ def _mixed_case(bs: int, n: int, vocab: int, scale: float, seed: int):
 
 
 def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
-                       blocks_per_program: int = 8, index_ties: bool = False) -> torch.Tensor:
+                       blocks_per_program: int = 8, index_ties: bool = False, top_p_cuts: int = CUTS) -> torch.Tensor:
     logits, temp, top_k, top_p, seed, min_p, positions = case
     ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
-                                 unit=unit, index_ties=index_ties)
+                                 unit=unit, index_ties=index_ties, top_p_cuts=top_p_cuts)
     for rounds in par_rounds:
         got = posterior_tokens_split(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)),
                                      min_p=min_p.to(device), positions=positions.to(device), block=block,
                                      par_rounds=rounds, unit=unit, blocks_per_program=blocks_per_program,
-                                     index_ties=index_ties)
-        assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program, index_ties)
+                                     index_ties=index_ties, top_p_cuts=top_p_cuts)
+        assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program, index_ties, top_p_cuts)
     greedy = (temp == 0) | (top_k == 1)
     assert torch.equal(ref[greedy], logits.float().argmax(-1)[greedy])
     return ref
@@ -77,6 +77,18 @@ def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_progr
     partial last group, all 8)."""
     _same_as_reference(device, _mixed_case(8, 6, 1000, 0.5, seed=9), 128, par_rounds=(0, 3), unit=unit,
                        blocks_per_program=blocks_per_program)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("top_p_cuts", [1, 3])
+def test_top_p_cuts_equal_torch(device: str, top_p_cuts: int) -> None:
+    """Fewer cut candidates on rows without top-k (a speed knob): the reference's draws, split or
+    in the per-row tail, with either tie order; rows with top-k keep all CUTS."""
+    case = _mixed_case(8, 4, 1000, 0.5, seed=11)
+    for index_ties in (False, True):
+        _same_as_reference(device, case, 128, par_rounds=(0, 3), index_ties=index_ties, top_p_cuts=top_p_cuts)
+    with pytest.raises(ValueError, match="top_p_cuts"):
+        posterior_tokens_split(*(t.to(device) for t in case[:5]), block=128, top_p_cuts=CUTS + 1)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -215,6 +215,13 @@ def test_torch_path_matches_sglang(name: str) -> None:
     _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True)))
 
 
+@pytest.mark.parametrize("name", ["top_p_0.9_flat", "joint_k_p_min_p", "all_penalties_top_p"])
+@pytest.mark.parametrize("top_p_cuts", [1, 3])
+def test_fewer_top_p_cuts_match_sglang(name: str, top_p_cuts: int) -> None:
+    """The check with fewer cut candidates on rows without top-k (a speed knob) is as exact."""
+    _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True, top_p_cuts=top_p_cuts)))
+
+
 @pytest.mark.parametrize("index_ties", [True, False])
 def test_tie_orders(index_ties: bool) -> None:
     """bf16 logits tie at the top-k cut: each tie order samples its own distribution (the torch

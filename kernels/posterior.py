@@ -56,6 +56,9 @@ _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
 BLOCK = 2048
 CUTS = 8  # cut candidates per check pass (the drawn token and 7 above it)
 UNIT = 256  # tokens per unit of the top-k floor (`_top_k_floor`): a row's maxima per UNIT tokens rank it
+# Tokens per span that the mass pass of a floored row reads or skips (at least a unit): finer units
+# tighten the floor without turning that pass into a loop of tiny loads.
+SPAN = 256
 _FLT_MIN = 1.1754943508222875e-38
 
 
@@ -146,23 +149,30 @@ def _block_mass(x_row, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _unit_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr, UNIT: tl.constexpr):
-    """`_block_mass` summed unit by unit in order, reading only the units whose max (`units_block`:
-    the block's unit maxima) is above the floor: a floored flat row reads ~1/8 of its logits."""
+def _unit_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr, UNIT: tl.constexpr,
+               SPAN: tl.constexpr):
+    """`_block_mass` summed span by span (SPAN tokens: whole units) in order, reading only the spans
+    whose max (of their unit maxima, `units_block`: the block's) is above the floor: a floored flat
+    row reads ~1/8 of its logits."""
     acc = tl.zeros([], tl.float32)
-    for u in range(BLOCK // UNIT):
-        if tl.load(units_block + u) > floor:
-            acc += _span_mass(x_row, bi * BLOCK + u * UNIT, temp, row_max, floor, min_p, V, UNIT)
+    for u in range(BLOCK // SPAN):
+        if SPAN == UNIT:
+            span_max = tl.load(units_block + u)
+        else:
+            span_max = tl.max(tl.load(units_block + u * (SPAN // UNIT) + tl.arange(0, SPAN // UNIT)), axis=0)
+        if span_max > floor:
+            acc += _span_mass(x_row, bi * BLOCK + u * SPAN, temp, row_max, floor, min_p, V, SPAN)
     return acc
 
 
 @triton.jit
-def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr, UNIT: tl.constexpr):
-    """Block bi's mass in the first draw's support: by unit on a floored row with units inside the
+def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK: tl.constexpr, UNIT: tl.constexpr,
+                  SPAN: tl.constexpr):
+    """Block bi's mass in the first draw's support: by span on a floored row with units inside the
     block (only such rows have unit maxima), else the whole block."""
     if UNIT < BLOCK:
         if floor > float("-inf"):
-            mass = _unit_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK, UNIT)
+            mass = _unit_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK, UNIT, SPAN)
         else:
             mass = _block_mass(x_row, bi, temp, row_max, floor, min_p, V, BLOCK)
     else:
@@ -173,7 +183,7 @@ def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK:
 @triton.jit
 def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr, units_ptr,
                       n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, UNIT: tl.constexpr,
-                      UP: tl.constexpr, INDEX_TIES: tl.constexpr):
+                      SPAN: tl.constexpr, UP: tl.constexpr, INDEX_TIES: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     x_row = logits_ptr + row * V
@@ -223,7 +233,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
         if (min_p > 0.0) | (floor > float("-inf")):
             for bi in range(0, NB):
                 s = _support_mass(x_row, units_ptr + row * UP + bi * (BLOCK // UNIT), bi, temp, row_max, floor, min_p,
-                                  V, BLOCK, UNIT)
+                                  V, BLOCK, UNIT, SPAN)
                 mass = tl.where(blocks == bi, s, mass)
         floor_mass = tl.sum(mass, axis=0)
         floor_idx = tl.zeros([], tl.int32)
@@ -323,6 +333,19 @@ def floor_unit(block: int, unit: int, vocab: int) -> int:
     return min(unit, block)
 
 
+def mass_span(block: int, unit: int, vocab: int) -> int:
+    """Tokens per span the mass pass of a floored row reads or skips: SPAN, or the unit when larger,
+    within the (vocabulary-clipped) block."""
+    return min(max(floor_unit(block, unit, vocab), SPAN), block, triton.next_power_of_2(vocab))
+
+
+def check_cuts(top_k_cuts: int, top_p_cuts: int) -> None:
+    """Raise on a cut count outside 1..CUTS (the check pass's candidates per row)."""
+    for name, cuts in (("top_k_cuts", top_k_cuts), ("top_p_cuts", top_p_cuts)):
+        if not 1 <= cuts <= CUTS:
+            raise ValueError(f"{name}={cuts} must be in 1..{CUTS}")
+
+
 def just_below_torch(x: torch.Tensor) -> torch.Tensor:
     """A float32 strictly below x (its predecessor; -FLT_MIN below zero), so `z > just_below(x)`
     keeps x itself: the exclusive floor under a kept value."""
@@ -342,15 +365,16 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, unit: int = UNIT, index_ties: bool = False,
-                           top_p_cuts: int = CUTS) -> torch.Tensor:
+                           top_k_cuts: int = CUTS, top_p_cuts: int = CUTS) -> torch.Tensor:
     """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same units,
-    same draws; `index_ties`: the module docstring's tie order; `top_p_cuts`: cut candidates of a
-    row without top-k, as `posterior_split`'s)."""
+    same draws; `index_ties`: the module docstring's tie order; `top_k_cuts` / `top_p_cuts`: cut
+    candidates of a row with / without top-k, as `posterior_split`'s)."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     dev = target_logits.device
     rows = bs * n
-    unit = floor_unit(block, unit, vocab)
+    unit, span = floor_unit(block, unit, vocab), mass_span(block, unit, vocab)
+    check_cuts(top_k_cuts, top_p_cuts)
     block = min(block, triton.next_power_of_2(vocab))  # as the launcher: the same blocks, the same sums
     nb = -(-vocab // block)
     x = target_logits.reshape(rows, vocab).float()
@@ -377,12 +401,12 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     floor = torch.where(floored, just_below_torch(kth), float("-inf"))
     support = torch.where((zb > floor[:, None, None]) & (w_all >= mp[:, None, None]), w_all, 0.0)
     support_mass = support.sum(-1)
-    if unit < block:  # a floored row's blocks are summed unit by unit, in order (the kernels skip units below the floor)
-        by_unit = torch.zeros_like(support_mass)
-        per_unit = support.view(rows, nb, block // unit, unit).sum(-1)
-        for u in range(block // unit):
-            by_unit = by_unit + per_unit[..., u]
-        support_mass = torch.where(floored[:, None], by_unit, support_mass)
+    if unit < block:  # a floored row's blocks are summed span by span, in order (the kernels skip spans below the floor)
+        by_span = torch.zeros_like(support_mass)
+        per_span = support.view(rows, nb, block // span, span).sum(-1)
+        for u in range(block // span):
+            by_span = by_span + per_span[..., u]
+        support_mass = torch.where(floored[:, None], by_span, support_mass)
     mass = torch.where((mp[:, None] > 0) | floored[:, None], support_mass, mass)
     floor_mass = mass.sum(-1)
     floor_idx = torch.zeros(rows, dtype=torch.int64, device=dev)
@@ -408,7 +432,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         token = pick_b * block + pick_j
         z_pick = zp.gather(1, pick_j[:, None])
         ci = torch.arange(CUTS, device=dev)
-        ncut = torch.where(k_on[a], CUTS, top_p_cuts)[:, None]
+        ncut = torch.where(k_on[a], top_k_cuts, top_p_cuts)[:, None]
         frac = ci.to(torch.float32) / ncut.to(torch.float32)
         cand = torch.where(ci < ncut, z_pick + (row_max[a] - z_pick) * frac, float("inf"))  # [A, CUTS]
         cand_idx = torch.zeros_like(cand, dtype=torch.int64)
@@ -452,7 +476,8 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
         _posterior_kernel[(bs * n,)](
             logits, temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
             min_p.float().contiguous(), seed.contiguous(), positions.contiguous(), out, units, n, vocab, nb,
-            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, UNIT=unit, UP=up, INDEX_TIES=index_ties,
+            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, UNIT=unit,
+            SPAN=mass_span(block, unit, vocab), UP=up, INDEX_TIES=index_ties,
             num_warps=8 if block >= 2048 else 4,
         )
     return out

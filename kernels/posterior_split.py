@@ -17,7 +17,8 @@ most one block:
    floor, the max of every UNIT tokens). Greedy rows take the argmax from these; sampled rows get
    the row max M, the total mass S and the block masses. The floor program ranks a floored row's
    unit maxima (the top_k-th largest, bit by bit); a mass pass with min_p or that floor sums the
-   first draw's support per block, reading only the units that reach above the floor.
+   first draw's support per block, reading only the spans (SPAN tokens, whole units) that reach
+   above the floor.
 2. Inverse-CDF draw (per row): a uniform u picks the block whose cumulative mass crosses
    u * mass, then the token inside that one block.
 3. With top-k / top-p, a check pass counts the tokens and the mass strictly above the drawn
@@ -43,7 +44,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import BLOCK, CUTS, UNIT, _above, _floored, _prepare, _support_mass, _top_k_floor, _uniform, floor_unit
+from .posterior import (BLOCK, CUTS, UNIT, _above, _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts,
+                        floor_unit, mass_span)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -116,7 +118,7 @@ def _floor_kernel(temp_ptr, topk_ptr, units_ptr, fstate_ptr, n, V, U, UNIT: tl.c
 
 @triton.jit
 def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr, n, V,
-                 NB, BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, BPP: tl.constexpr):
+                 NB, BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr, BPP: tl.constexpr):
     """Program (row, BPP blocks): each block's mass in the first draw's support (relative to the row
     max): from the stats, or with min-p or a top-k floor its tokens above the floor with
     exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor)."""
@@ -134,7 +136,7 @@ def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, u
                 mass = tl.where(m > float("-inf"), tl.load(bsum_ptr + row * NB + bi) * tl.exp(m - row_max), 0.0)
                 if (min_p > 0.0) | (floor > float("-inf")):
                     mass = _support_mass(logits_ptr + row * V, unit_ptr + (row * NB + bi) * (BLOCK // UNIT), bi, temp,
-                                         row_max, floor, min_p, V, BLOCK, UNIT)
+                                         row_max, floor, min_p, V, BLOCK, UNIT, SPAN)
                 tl.store(mass_ptr + row * NB + bi, mass)
 
 
@@ -207,8 +209,9 @@ def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_idx, 
 
 
 @triton.jit
-def _cuts(fstate_ptr, out_ptr, row, count, NC: tl.constexpr, PC: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """The drawn token's z and the cut candidates above it, evenly spaced to the row max: NC on a
+def _cuts(fstate_ptr, out_ptr, row, count, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr,
+          INDEX_TIES: tl.constexpr):
+    """The drawn token's z and the cut candidates above it, evenly spaced to the row max: KC on a
     row with top-k (`count`), PC on a top-p-only row (the rest +inf: never above a token, never
     picked); the row max; the index of cut 0 (`_above`): the drawn token's with INDEX_TIES, else 0.
     The other cuts fall between values (index 0)."""
@@ -218,7 +221,7 @@ def _cuts(fstate_ptr, out_ptr, row, count, NC: tl.constexpr, PC: tl.constexpr, I
     if INDEX_TIES:
         tok = tl.load(out_ptr + row).to(tl.int32)
     ci = tl.arange(0, NC)
-    ncut = tl.where(count, NC, PC)
+    ncut = tl.where(count, KC, PC)
     frac = tl.math.div_rn(ci.to(tl.float32), ncut.to(tl.float32))  # IEEE, as the reference's torch division
     return tl.where(ci < ncut, z_pick + (row_max - z_pick) * frac, float("inf")), row_max, tok
 
@@ -237,14 +240,15 @@ def _cut_mask(z, idx, cand, tok, c: tl.constexpr, NC: tl.constexpr, INDEX_TIES: 
 
 @triton.jit
 def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V, NB,
-                 BLOCK: tl.constexpr, NC: tl.constexpr, PC: tl.constexpr, INDEX_TIES: tl.constexpr):
+                 BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, INDEX_TIES: tl.constexpr):
     """The count and mass (relative to the row max) of block bi's tokens strictly above every cut.
 
     A block whose max (the stats pass's) is not above the lowest cut, the drawn token (nor, with
     INDEX_TIES, equal to it before the drawn index), holds no token above any cut: its zeros are
     stored without reading it (most blocks of a peaked row). Counts are made only for a row with
-    top-k (`count`): top-p and the redraw need the masses (of PC cuts only: `_cuts`)."""
-    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, count, NC, PC, INDEX_TIES)
+    top-k (`count`): top-p and the redraw need the masses (KC cuts on a row with top-k, PC on the
+    others: `_cuts`)."""
+    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, count, NC, KC, PC, INDEX_TIES)
     ci = tl.arange(0, NC)
     cnt = tl.zeros([NC], tl.int32)
     above = tl.zeros([NC], tl.float32)
@@ -257,7 +261,7 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
         z, idx = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
         w = tl.exp(z - row_max)
         if count:
-            for c in tl.static_range(NC):  # one cut at a time: no [NC, BLOCK] tile in registers
+            for c in tl.static_range(KC):  # one cut at a time: no [NC, BLOCK] tile in registers
                 gt = _cut_mask(z, idx, cand, tok, c, NC, INDEX_TIES)
                 cnt = tl.where(ci == c, tl.sum(gt.to(tl.int32), axis=0), cnt)
                 above = tl.where(ci == c, tl.sum(tl.where(gt, w, 0.0), axis=0), above)
@@ -271,7 +275,7 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
 
 @triton.jit
 def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr, n,
-                  V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
+                  V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
                   INDEX_TIES: tl.constexpr):
     """Program (row, BPP blocks) of a row whose draw awaits its check; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
@@ -283,12 +287,12 @@ def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_p
             bi = tl.program_id(1) * BPP + j
             if bi < NB:
                 _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
-                             NB, BLOCK, NC, PC, INDEX_TIES)
+                             NB, BLOCK, NC, KC, PC, INDEX_TIES)
 
 
 @triton.jit
 def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
-          out_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, PC: tl.constexpr,
+          out_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr,
           INDEX_TIES: tl.constexpr):
     """Decide a row's draw from its block partials: kept -> done. Else every token <= the highest
     cut with >= top_k tokens or > top_p of the mass above it is outside the kept set (an upper
@@ -300,7 +304,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
     above = tl.load(above_ptr + part, mask=ok, other=0.0)
     above_n = tl.sum(tl.load(cnt_ptr + part, mask=ok, other=0), axis=1)
     above_mass = tl.sum(above, axis=1)
-    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, _top_k_cuts(top_k, V), NC, PC, INDEX_TIES)
+    cand, row_max, tok = _cuts(fstate_ptr, out_ptr, row, _top_k_cuts(top_k, V), NC, KC, PC, INDEX_TIES)
     by_k = tl.where(_top_k_cuts(top_k, V), (above_n >= top_k).to(tl.int32), 0)
     by_p = tl.where(top_p < 1.0, (above_mass > top_p * tl.load(fstate_ptr + row * 5 + 1)).to(tl.int32), 0)
     best = tl.max(tl.where(by_k + by_p > 0, ci, -1), axis=0)
@@ -326,7 +330,7 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
 @triton.jit
 def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, fstate_ptr,
                    istate_ptr, cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                   NC: tl.constexpr, PC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
+                   NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
     """Program per row: one round's decision (and redraw) after the split check pass; with
     SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
     row = tl.program_id(0).to(tl.int64)
@@ -344,14 +348,14 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
             while status == _CHECK:
                 for bi in range(0, NB):
                     _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
-                                 NB, BLOCK, NC, PC, INDEX_TIES)
+                                 NB, BLOCK, NC, KC, PC, INDEX_TIES)
                 tl.debug_barrier()  # the partials this program wrote, visible to all its threads
                 status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr,
-                               cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, PC, INDEX_TIES)
+                               cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
                 tl.debug_barrier()
         else:
             _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
-                  out_ptr, row, V, NB, BLOCK, NBP, NC, PC, INDEX_TIES)
+                  out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
 
 
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
@@ -359,16 +363,17 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
-                           index_ties: bool = False, top_p_cuts: int = CUTS) -> torch.Tensor:
+                           index_ties: bool = False, top_k_cuts: int = CUTS, top_p_cuts: int = CUTS) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
     tunes the speed, as do `warps` (per program; default by block) and `blocks_per_program` (of the
-    mass and check passes). `block` and `unit` (the top-k floor's unit, which the mass pass also
-    skips by) are the reference's: other values, other (equally exact) draws. `index_ties`: the tie
-    order (posterior.py's docstring). `top_p_cuts` (1..CUTS): cut candidates of a check on a row
-    without top-k, the reference's too (fewer: fewer reductions per block, more rounds after a
-    rejection). CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
+    mass and check passes). `block` and `unit` (the top-k floor's unit; finer units, a tighter floor;
+    the mass pass skips by spans of max(unit, SPAN) tokens) are the reference's: other values, other (equally exact) draws. `index_ties`: the tie
+    order (posterior.py's docstring). `top_k_cuts` / `top_p_cuts` (1..CUTS): cut candidates of a
+    check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
+    more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare).
+    CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     logits = target_logits.contiguous()
@@ -378,8 +383,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     if rows == 0:
         return out
     unit = floor_unit(block, unit, vocab)
-    if not 1 <= top_p_cuts <= CUTS:
-        raise ValueError(f"top_p_cuts={top_p_cuts} must be in 1..{CUTS}")
+    check_cuts(top_k_cuts, top_p_cuts)
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = min(block, triton.next_power_of_2(vocab))
@@ -403,18 +407,19 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,
-                                 NBP=nbp, UNIT=unit, BPP=blocks_per_program, num_warps=warps)
+                                 NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab), BPP=blocks_per_program,
+                                 num_warps=warps)
     _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, n, vocab, nb, BLOCK=block,
                            NBP=nbp, num_warps=warps)
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
         _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, out, n, vocab, nb,
-                                      BLOCK=block, NC=CUTS, PC=top_p_cuts, BPP=blocks_per_program, INDEX_TIES=index_ties,
+                                      BLOCK=block, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, BPP=blocks_per_program, INDEX_TIES=index_ties,
                                       num_warps=warps)
-        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, PC=top_p_cuts, SEQUENTIAL=False,
+        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, SEQUENTIAL=False,
                                 INDEX_TIES=index_ties,
                                 num_warps=warps)
-    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, PC=top_p_cuts, SEQUENTIAL=True,
+    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, SEQUENTIAL=True,
                             INDEX_TIES=index_ties,
                             num_warps=warps)
     return out

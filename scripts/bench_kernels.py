@@ -27,11 +27,12 @@ Sections (`--sections`, all by default):
   one's draws off the torch reference are counted with those at a CDF boundary (two float32
   summation orders); the section fails on any other difference, or if the split kernel raises
   (the per-node kernel's figures are still printed).
-- posterior-tune: the split kernel's speed knobs (block size x warps x split check rounds x the
-  top-k floor's unit x blocks per mass / check program; the cut candidates of rows without top-k,
-  `top_p_cuts`, with the defaults otherwise) at the largest batch on T=1, top-p 0.9,
-  top-k 50 and 2000, fastest first, each setting's draws compared with the default's (counted:
-  another float32 summation order, or another unit's floor, draws other tokens).
+- posterior-tune: the split kernel's speed knobs at the largest batch on T=1, top-p 0.9, top-k 50
+  and 2000, fastest first, each setting's draws compared with the default's (counted: another
+  float32 summation order, or another unit's floor, draws other tokens). `--tune launch`: block
+  size x warps x split check rounds x the top-k floor's unit x blocks per mass / check program;
+  `--tune cuts`: the cut candidates of rows without / with top-k (`top_p_cuts`, `top_k_cuts`), the
+  latter with finer floor units (16-64 tokens: the floor then serves top-k 2000), defaults otherwise.
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
   each case at the largest batch (whole blocks as the top-k floor's units; 256-token units; and
   those with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
@@ -511,10 +512,11 @@ TUNE_CASES = ("T=1", "top_p=0.9", "top_k=50", "top_k=2000")
 
 
 def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The split posterior's speed knobs at the largest batch: block size x warps x check rounds run
-    split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`, which the mass
-    pass also skips by) x blocks per mass / check program, on T=1, top-p 0.9, top-k 50 and 2000,
-    peaked and flat logits, fastest first per case. Each setting's draws are compared with the
+    """The split posterior's speed knobs at the largest batch (`--tune launch`: block size x warps x
+    check rounds run split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`,
+    which the mass pass also skips by) x blocks per mass / check program; `--tune cuts`: the check's
+    cut candidates per row without / with top-k, the latter under finer units), on T=1, top-p 0.9,
+    top-k 50 and 2000, peaked and flat logits, fastest first per case. Each setting's draws are compared with the
     default's, counted, not failed: another block sums in another float32 order (a few boundary
     draws), another unit sets another top-k floor (other, equally exact draws)."""
     bs, rows, vocab, dev = max(args.batch), args.rows, args.vocab, args.device
@@ -522,28 +524,33 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
     blocks = [b for b in (2048, 4096) if b <= vocab] or [vocab]
-    settings = [(blocks[0], 4, r, u, g, CUTS) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
-    settings += [(blocks[0], 4, 3, blocks[0], 8, CUTS), (blocks[0], 8, 3, 256, 8, CUTS)]
-    settings += [(b, 4, 3, u, g, CUTS) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
-    settings += [(blocks[0], 4, r, 256, 8, pc) for r in (2, 3) for pc in (1, 2, 4)]
-    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g} top-p cuts={pc}": (b, w, r, u, g, pc)
-               for b, w, r, u, g, pc in settings}
+    settings = [(blocks[0], 4, 3, 256, 8, CUTS, CUTS)]  # the defaults
+    if "launch" in args.tune:
+        settings += [(blocks[0], 4, r, u, g, CUTS, CUTS) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
+        settings += [(blocks[0], 4, 3, blocks[0], 8, CUTS, CUTS), (blocks[0], 8, 3, 256, 8, CUTS, CUTS)]
+        settings += [(b, 4, 3, u, g, CUTS, CUTS) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
+    if "cuts" in args.tune:
+        settings += [(blocks[0], 4, r, 256, 8, pc, CUTS) for r in (2, 3) for pc in (1, 2, 4)]
+        settings += [(blocks[0], 4, 3, u, 8, CUTS, kc) for u in (16, 32, 64, 256) for kc in (1, 2, 4, CUTS)]
+    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g} top-p cuts={pc} top-k cuts={kc}":
+               (b, w, r, u, g, pc, kc) for b, w, r, u, g, pc, kc in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
         for case in TUNE_CASES:
             params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
-            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g, pc=pc: posterior_tokens_split(
+            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g, pc=pc, kc=kc: posterior_tokens_split(
                        logits, *params, seed, min_p=min_p, positions=positions, block=b, warps=w, par_rounds=r,
-                       unit=u, blocks_per_program=g, top_p_cuts=pc))
-                   for name, (b, w, r, u, g, pc) in configs.items()}
+                       unit=u, blocks_per_program=g, top_p_cuts=pc, top_k_cuts=kc))
+                   for name, (b, w, r, u, g, pc, kc) in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)
             for name in sorted(configs, key=lambda n: times[n]["median"]):
-                b, w, r, u, g, pc = configs[name]
+                b, w, r, u, g, pc, kc = configs[name]
                 out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w,
-                            "par_rounds": r, "unit": u, "blocks_per_program": g, "top_p_cuts": pc, "us": times[name],
+                            "par_rounds": r, "unit": u, "blocks_per_program": g, "top_p_cuts": pc, "top_k_cuts": kc,
+                            "us": times[name],
                             "draws_differing_from_default": differ[name]})
                 table.append([shape, case, name, _cell(times[name]), str(differ[name])])
     _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "
@@ -715,6 +722,8 @@ def main() -> int:
     parser.add_argument("--build-budget", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     parser.add_argument("--prefix", type=int, default=1024, help="prefix length of every request (mask width)")
     parser.add_argument("--rows", type=int, default=16, help="tree nodes per request (posterior section)")
+    parser.add_argument("--tune", nargs="+", default=["launch", "cuts"], choices=["launch", "cuts"],
+                        help="posterior-tune's knob groups")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)

@@ -4,7 +4,8 @@ The CPU tests run the kernels interpreted, which does not type-check or lower th
 pass every interpreted test and still fail to compile on the GPU. Triton's own compiler (frontend,
 TTGIR, PTX and the bundled ptxas) needs no device, so this compiles to a cubin:
 - every kernel of `kernels/posterior.py` and `kernels/posterior_split.py` in each of its switch
-  variants (tie order, per-row tail) with the constexprs of V=151936 (a table here);
+  variants (tie order, per-row tail, top-k floor units of 256 and 32 tokens) with the constexprs
+  of V=151936 (a table here);
 - with `--launches FILE`, every launch that `scripts/record_launches.py` recorded from interpreted
   tests: the argument types and constexprs the other kernels' launchers really pass.
 Run without TRITON_INTERPRET (the kernels must be JIT functions).
@@ -34,21 +35,26 @@ TARGET = GPUTarget("cuda", 90, 32)
 # pointer arguments that are not fp32; scalars are int32 (the launchers pass ints)
 POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_ptr": "*i64", "pos_ptr": "*i64",
             "barg_ptr": "*i32", "istate_ptr": "*i32", "cnt_ptr": "*i32"}
-# the launchers' constexprs at V = 151936 (block 2048, unit 256)
-CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "PC": posterior.CUTS, "UNIT": posterior.UNIT,
-              "UP": 1024, "BPP": posterior_split.BLOCKS_PER_PROGRAM}
+# the launchers' constexprs at V = 151936 (block 2048)
+CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.CUTS, "PC": posterior.CUTS,
+              "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM}
 VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
+# the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);
+# UP: the per-node kernel's unit maxima per row, a power of two
+UNITS = ({"UNIT": posterior.UNIT, "UP": 1024}, {"UNIT": 32, "UP": 8192})
 KERNELS = (posterior._posterior_kernel, posterior_split._stats_kernel, posterior_split._floor_kernel,
            posterior_split._mass_kernel, posterior_split._start_kernel, posterior_split._check_kernel,
            posterior_split._finish_kernel)
 
 
 def variants(fn) -> list[dict]:
-    """Every combination of the kernel's switch constexprs, with its fixed ones."""
+    """Every combination of the kernel's switch constexprs and units, with its fixed ones."""
     names = list(inspect.signature(fn.fn).parameters)
     fixed = {k: v for k, v in CONSTEXPRS.items() if k in names}
     switches = [k for k in VARIANTS if k in names]
-    return [dict(fixed, **dict(zip(switches, combo))) for combo in itertools.product(*(VARIANTS[k] for k in switches))]
+    units = [{k: v for k, v in u.items() if k in names} for u in UNITS] if "UNIT" in names else [{}]
+    return [dict(fixed, **unit, **dict(zip(switches, combo)))
+            for unit in units for combo in itertools.product(*(VARIANTS[k] for k in switches))]
 
 
 def table_signature(fn, consts: dict) -> dict:
@@ -92,7 +98,7 @@ def main() -> int:
     rows = []
     for fn in KERNELS:
         for consts in variants(fn):
-            switch = {k: consts[k] for k in VARIANTS if k in consts}
+            switch = {k: consts[k] for k in (*VARIANTS, "UNIT") if k in consts}
             rows.append(_attempt({"kernel": fn.fn.__name__, **switch}, fn, table_signature(fn, consts), consts))
     if args.launches:
         rows += recorded(args.launches)
@@ -100,7 +106,8 @@ def main() -> int:
         print(json.dumps(rows, indent=1))
     else:
         for r in rows:
-            switch = " ".join(f"{k}={r[k]}" for k in VARIANTS if k in r) + (" (recorded)" if r.get("recorded") else "")
+            switch = " ".join(f"{k}={r[k]}" for k in (*VARIANTS, "UNIT") if k in r)
+            switch += " (recorded)" if r.get("recorded") else ""
             print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['kernel']} {switch} "
                   f"{r.get('cubin_bytes', '')}{r.get('error', '')[:2000]}")
     return 0 if all(r["ok"] for r in rows) else 1

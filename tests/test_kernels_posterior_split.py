@@ -17,7 +17,7 @@ import torch
 from tests.cuda_graph import capture_graph
 from tests.kernels_env import DEVICES, INTERPRETED
 
-from kernels.posterior import CUTS, UNIT, posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import CUTS, SPAN, UNIT, posterior_tokens_torch, posterior_tokens_triton
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -36,16 +36,18 @@ def _mixed_case(bs: int, n: int, vocab: int, scale: float, seed: int):
 
 
 def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
-                       blocks_per_program: int = 8, index_ties: bool = False, top_p_cuts: int = CUTS) -> torch.Tensor:
+                       blocks_per_program: int = 8, index_ties: bool = False, top_k_cuts: int = CUTS,
+                       top_p_cuts: int = CUTS) -> torch.Tensor:
     logits, temp, top_k, top_p, seed, min_p, positions = case
     ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
-                                 unit=unit, index_ties=index_ties, top_p_cuts=top_p_cuts)
+                                 unit=unit, index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
     for rounds in par_rounds:
         got = posterior_tokens_split(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)),
                                      min_p=min_p.to(device), positions=positions.to(device), block=block,
                                      par_rounds=rounds, unit=unit, blocks_per_program=blocks_per_program,
-                                     index_ties=index_ties, top_p_cuts=top_p_cuts)
-        assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program, index_ties, top_p_cuts)
+                                     index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
+        assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program, index_ties, top_k_cuts,
+                                             top_p_cuts)
     greedy = (temp == 0) | (top_k == 1)
     assert torch.equal(ref[greedy], logits.float().argmax(-1)[greedy])
     return ref
@@ -71,24 +73,42 @@ def test_split_rounds_equal_sequential_rounds(device: str) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("unit,blocks_per_program", [(16, 1), (64, 3), (128, 8)])
 def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_program: int) -> None:
-    """Units inside a block (the top-k floor ranks their maxima; the mass pass skips the units
-    below the floor) or units that are the blocks give the reference's draws, split or in the
-    per-row tail, whatever the blocks per mass / check program (8 blocks per row: 1, 3 with a
-    partial last group, all 8)."""
+    """Units inside a block (the top-k floor ranks their maxima; the mass pass skips the spans
+    below the floor, here whole blocks) or units that are the blocks give the reference's draws,
+    split or in the per-row tail, whatever the blocks per mass / check program (8 blocks per row:
+    1, 3 with a partial last group, all 8)."""
     _same_as_reference(device, _mixed_case(8, 6, 1000, 0.5, seed=9), 128, par_rounds=(0, 3), unit=unit,
                        blocks_per_program=blocks_per_program)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("top_p_cuts", [1, 3])
-def test_top_p_cuts_equal_torch(device: str, top_p_cuts: int) -> None:
-    """Fewer cut candidates on rows without top-k (a speed knob): the reference's draws, split or
-    in the per-row tail, with either tie order; rows with top-k keep all CUTS."""
+@pytest.mark.parametrize("unit", [32, 64])
+def test_spans_of_fine_units_equal_torch(device: str, unit: int) -> None:
+    """Blocks of 1024 tokens hold 4 spans of SPAN tokens; with units of 32 or 64, a span is skipped
+    only when none of its units reaches above the floor: the reference's draws on flat rows whose
+    top-k (8-40) the floor serves, split (and in the per-row tail) and per node."""
+    assert 1024 // SPAN == 4
+    case = list(_mixed_case(8, 2, 3000, 0.3, seed=13))
+    case[2] = torch.tensor([0, 8, -1, 20, 30, 1, 7, 40])
+    ref = _same_as_reference(device, case, 1024, par_rounds=(0, 3), unit=unit)
+    logits, temp, top_k, top_p, seed, min_p, positions = (t.to(device) for t in case)
+    per_node = posterior_tokens_triton(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=1024,
+                                       unit=unit)
+    assert torch.equal(per_node.cpu(), ref)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("top_k_cuts,top_p_cuts,unit", [(CUTS, 1, UNIT), (CUTS, 3, UNIT), (1, 3, 16), (3, CUTS, 16)])
+def test_cut_counts_equal_torch(device: str, top_k_cuts: int, top_p_cuts: int, unit: int) -> None:
+    """Fewer cut candidates on rows with top-k (with units of 16 tokens too: a tighter floor) or
+    without (speed knobs): the reference's draws, split or in the per-row tail, with either tie order."""
     case = _mixed_case(8, 4, 1000, 0.5, seed=11)
     for index_ties in (False, True):
-        _same_as_reference(device, case, 128, par_rounds=(0, 3), index_ties=index_ties, top_p_cuts=top_p_cuts)
-    with pytest.raises(ValueError, match="top_p_cuts"):
-        posterior_tokens_split(*(t.to(device) for t in case[:5]), block=128, top_p_cuts=CUTS + 1)
+        _same_as_reference(device, case, 128, par_rounds=(0, 3), unit=unit, index_ties=index_ties,
+                           top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
+    for knob in ("top_k_cuts", "top_p_cuts"):
+        with pytest.raises(ValueError, match=knob):
+            posterior_tokens_split(*(t.to(device) for t in case[:5]), block=128, **{knob: CUTS + 1})
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -222,6 +222,18 @@ def test_fewer_top_p_cuts_match_sglang(name: str, top_p_cuts: int) -> None:
     _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True, top_p_cuts=top_p_cuts)))
 
 
+@pytest.mark.parametrize("name,unit,top_k_cuts", [
+    ("top_k_2000_flat", 2, 1),  # 4096 units of 2 tokens: the floor serves k = 2000, one cut per check
+    ("top_k_2000_flat", 4, 2),  # 2048 units: a looser floor
+    ("joint_k_p_min_p", 16, 3),
+])
+def test_fewer_top_k_cuts_match_sglang(name: str, unit: int, top_k_cuts: int) -> None:
+    """Rows with top-k checked with fewer cut candidates, under a finer floor unit (speed knobs):
+    as exact."""
+    _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True, unit=unit,
+                                                       top_k_cuts=top_k_cuts)))
+
+
 @pytest.mark.parametrize("index_ties", [True, False])
 def test_tie_orders(index_ties: bool) -> None:
     """bf16 logits tie at the top-k cut: each tie order samples its own distribution (the torch

@@ -42,7 +42,10 @@ Sections (`--sections`, all by default):
   (runtime), and the runtime's whole call, side by side; fails if a Triton step differs from its
   torch reference in any bit.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
-  reference (device->host copy, plain-Python heap and numpy visibility per request).
+  reference (device->host copy, plain-Python heap and numpy visibility per request); and
+  "extra": every DDTree-only step of a round as the runtime runs it (top-K + LSE, tree build,
+  tree-only mask, accept walk, commit, the KV move of an off-chain path skipping identity
+  entries) in one graph, against issue 11's goal of <= 150 us at batch 64, budget 64.
 
     python scripts/bench_kernels.py --json bench.json
     python scripts/bench_kernels.py --device cpu --vocab 3000 --batch 2 --topk-k 8 --budget 8 \
@@ -660,7 +663,7 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
-    cols = ["topk", "build", "mask", "walk", "commit", "build+mask+walk", "reference"]
+    cols = ["topk", "build", "mask", "walk", "commit", "move", "build+mask+walk", "extra", "reference"]
     for bs in args.batch:
         for budget in args.budget:
             dev, depth, k = args.device, args.depth, min(budget, args.vocab)
@@ -676,11 +679,20 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                                     torch.randint(0, args.vocab, (bs, n), generator=gen, device=dev))
             cache_loc = torch.arange(bs * n, device=dev).view(bs, n)
             acc, length, _ = accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth)
+            buffers, ptrs, stride, strides = _kv_pool(args, bs * n + 1)
+            dst, src = _path_moves(bs, n, min(depth + 1, n), True, dev)
 
             def round_fn() -> None:
                 t = select_tree_triton(lp, tok, budget)
                 build_tree_mask_triton(t.parent, prefix_lens, prefix_sum)
                 accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
+
+            def extra_fn() -> None:  # the runtime's DDTree-only steps, in its order
+                t = select_tree_triton(*draft_topk_triton(draft, k), budget)
+                build_tree_mask_triton(t.parent, prefix_lens, prefix_sum, prefix_ones=False)
+                a, ln, _ = accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
+                commit_slots_triton(a, ln, cache_loc)
+                move_slots_triton(ptrs, strides, stride, dst, src)
 
             t = timer.measure({
                 "topk": lambda: draft_topk_triton(draft, k),
@@ -688,16 +700,22 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 "mask": lambda: build_tree_mask_triton(tree.parent, prefix_lens, prefix_sum),
                 "walk": lambda: accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth),
                 "commit": lambda: commit_slots_triton(acc, length, cache_loc),
+                "move": lambda: move_slots_triton(ptrs, strides, stride, dst, src),
                 "build+mask+walk": round_fn,
+                "extra": extra_fn,
             })
+            del buffers
             ref = reference_us(lp, budget, reps=3)
             t["reference"] = {"median": ref, "p10": ref, "p90": ref}
             speedup = ref / t["build+mask+walk"]["median"]
             out.append({"batch": bs, "budget": budget, **{c: t[c] for c in cols}, "speedup": speedup,
                         "mean_accept": float(length.float().mean())})
             rows.append([str(bs), str(budget)] + [f"{t[c]['median']:.1f}" for c in cols] + [f"{speedup:.0f}x"])
-    _table(f"Round stages (medians, us), V={args.vocab}, D={args.depth}, prefix={args.prefix}; reference = "
-           "best of 3 host runs", ["batch", "budget", *cols, "speedup"], rows)
+    _table(f"Round stages (medians, us), V={args.vocab}, D={args.depth}, prefix={args.prefix}; mask: build+mask+walk "
+           "with the prefix ones, extra tree columns only; move: an off-chain path of "
+           f"{args.layers} layers' K and V, identity skipped; extra = topk+build+mask+walk+commit+move in one graph "
+           "(issue 11: <= 150 us at batch 64, budget 64); reference = best of 3 host runs",
+           ["batch", "budget", *cols, "speedup"], rows)
     return out
 
 

@@ -12,6 +12,9 @@ padded positions are zero.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
+
 import torch
 import triton
 import triton.language as tl
@@ -78,14 +81,41 @@ def gather_accepted(rows: torch.Tensor, accepted_idx: torch.Tensor) -> torch.Ten
     return out.masked_fill(pad, 0)
 
 
+MOVE_WORDS = (8, 4, 2, 1)  # bytes per load of the move, widest first
+
+
+def move_word(data_ptrs: Iterable[int], data_strides: Iterable[int]) -> int:
+    """The widest word (8, 4, 2 or 1 bytes) that every buffer address and slot stride is a multiple
+    of: the move then loads and stores whole words, not bytes. Host ints (read once per pool)."""
+    g = 0
+    for v in (*data_ptrs, *data_strides):
+        g = math.gcd(g, int(v))
+    return next(w for w in MOVE_WORDS if g % w == 0)
+
+
+@triton.jit
+def _word_ptr(address, WORD: tl.constexpr):
+    """A buffer's address as a pointer to WORD-byte integers."""
+    if WORD == 8:
+        ptr = address.to(tl.pointer_type(tl.int64))
+    elif WORD == 4:
+        ptr = address.to(tl.pointer_type(tl.int32))
+    elif WORD == 2:
+        ptr = address.to(tl.pointer_type(tl.int16))
+    else:
+        ptr = address.to(tl.pointer_type(tl.uint8))
+    return ptr
+
+
 @triton.jit
 def _move_slots_kernel(ptrs_ptr, strides_ptr, dst_ptr, src_ptr, L, TILE: tl.constexpr, LP: tl.constexpr,
-                       SKIP_IDENTITY: tl.constexpr):
+                       SKIP_IDENTITY: tl.constexpr, WORD: tl.constexpr):
+    """Program (buffer, tile of TILE words of a slot, request): the request's moving slots' tile."""
     buf = tl.program_id(0)
     tile = tl.program_id(1)
     b = tl.program_id(2).to(tl.int64)
-    stride = tl.load(strides_ptr + buf).to(tl.int64)
-    base = tl.load(ptrs_ptr + buf).to(tl.pointer_type(tl.uint8))
+    stride = tl.load(strides_ptr + buf).to(tl.int64) // WORD  # words per slot
+    base = _word_ptr(tl.load(ptrs_ptr + buf), WORD)
     pos = tl.arange(0, LP)
     src = tl.load(src_ptr + b * L + pos, mask=pos < L, other=-1)
     dst = tl.load(dst_ptr + b * L + pos, mask=pos < L, other=-1)
@@ -106,19 +136,25 @@ def _check_move(dst: torch.Tensor, src: torch.Tensor) -> None:
 
 
 def move_slots_triton(data_ptrs: torch.Tensor, data_strides: torch.Tensor, max_stride: int,
-                      dst: torch.Tensor, src: torch.Tensor, tile: int = 512, skip_identity: bool = True) -> None:
+                      dst: torch.Tensor, src: torch.Tensor, tile: int = 512, skip_identity: bool = True,
+                      word: int = 1) -> None:
     """Copy slot `src[b, i]` onto slot `dst[b, i]` in every buffer of `data_ptrs` (uint64 addresses,
     `data_strides` bytes per slot, `max_stride` their host-known maximum); entries with src < 0 or
     src == dst move nothing (`skip_identity=False` copies those too, as SGLang's move does: the
     benchmark's baseline). Reads of one request land before its writes, so a request's
-    destinations may overlap its sources; different requests must not overlap."""
+    destinations may overlap its sources; different requests must not overlap. `word`: bytes per
+    load and store, which every address and stride must be a multiple of (`move_word`); `tile`:
+    bytes of a slot per program (a power of two, at least a word)."""
     _check_move(dst, src)
+    if word not in MOVE_WORDS or tile < word or tile & (tile - 1):
+        raise ValueError(f"word={word} must be one of {MOVE_WORDS} and tile={tile} a power of two >= it")
     bs, length = dst.shape
     if bs == 0 or length == 0 or data_ptrs.numel() == 0:
         return
     grid = (data_ptrs.numel(), triton.cdiv(max_stride, tile), bs)
     _move_slots_kernel[grid](data_ptrs, data_strides, dst.contiguous(), src.contiguous(), length,
-                             TILE=tile, LP=triton.next_power_of_2(length), SKIP_IDENTITY=skip_identity, num_warps=4)
+                             TILE=tile // word, LP=triton.next_power_of_2(length), SKIP_IDENTITY=skip_identity,
+                             WORD=word, num_warps=4)
 
 
 def move_slots_torch(buffers: list[torch.Tensor], dst: torch.Tensor, src: torch.Tensor) -> None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels.commit import move_slots_triton
+from sglang.srt.speculative.ddtree.kernels.commit import move_slots_triton, move_word
 
 
 class SlotMover:
@@ -30,12 +30,15 @@ class SlotMover:
             and isinstance(getattr(pool, "data_ptrs", None), torch.Tensor)
             and isinstance(getattr(pool, "data_strides", None), torch.Tensor)
         )
-        # Host copy of the widest slot, read once here (the strides never change).
+        # Read once here (the buffers and strides never change): the widest slot, and the widest
+        # word every buffer address and stride is a multiple of (the move loads words, not bytes).
         self.max_stride = int(pool.data_strides.max()) if self.direct else 0
+        self.word = (move_word(pool.data_ptrs.cpu().view(torch.int64).tolist(), pool.data_strides.cpu().tolist())
+                     if self.direct else 1)
 
     def move(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         """Slot src[b, i] onto dst[b, i]; src < 0 means no move (padding past the accepted length)."""
         if self.direct:
-            move_slots_triton(self.pool.data_ptrs, self.pool.data_strides, self.max_stride, dst, src)
+            move_slots_triton(self.pool.data_ptrs, self.pool.data_strides, self.max_stride, dst, src, word=self.word)
             return
         self.pool.move_kv_cache(dst.reshape(-1), torch.where(src >= 0, src, dst).reshape(-1))

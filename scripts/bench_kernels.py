@@ -18,7 +18,8 @@ Sections (`--sections`, all by default):
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
 - move: KV commit move over a Qwen3-8B-shaped pool (36 layers x K and V, 8 KV heads x 128,
   bf16), copying every pair (as SGLang's `move_kv_cache`) vs skipping identity and padding
-  entries; first-child paths (nothing moves) and off-chain paths.
+  entries, byte by byte, and skipping by the widest word the pool allows (the runtime's);
+  first-child paths (nothing moves) and off-chain paths.
 - posterior: the per-node posterior over batch x `--rows` fp32 target logits (SGLang's logits
   dtype): torch argmax, then the previous kernel (kernels/posterior.py, one program per node) and
   the runtime's split kernel (kernels/posterior_split.py, split over the row's blocks) side by
@@ -72,7 +73,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
-from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton  # noqa: E402
+from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton,  # noqa: E402
                                     path_tokens_torch, path_tokens_triton)
 from kernels.posterior import CUTS, posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
@@ -292,29 +293,32 @@ def _path_moves(bs: int, n: int, length: int, off_chain: bool, device: str) -> t
 
 
 def _moves_agree(buffers: list[torch.Tensor], dst: torch.Tensor, src: torch.Tensor, full_src: torch.Tensor) -> bool:
-    """Both kernels on random copies of two buffers give the torch reference's result."""
+    """Every variant (all pairs, skipping, skipping by words) on random copies of two buffers gives
+    the torch reference's result."""
     gen = torch.Generator(device=buffers[0].device).manual_seed(0)
     start = [torch.randn(b.shape, generator=gen, device=b.device).to(b.dtype) for b in buffers]
     ref = [b.clone() for b in start]
     move_slots_torch(ref, dst, src)
     agree = True
-    for pairs, skip in ((src, True), (full_src, False)):
+    for pairs, skip, wide in ((src, True, False), (full_src, False, False), (src, True, True)):
         work = [b.clone() for b in start]
         ptrs = torch.tensor([b.data_ptr() for b in work], dtype=torch.uint64, device=dst.device)
         strides = torch.tensor([b.stride(0) * b.element_size() for b in work], device=dst.device)
-        move_slots_triton(ptrs, strides, int(strides.max()), dst, pairs, skip_identity=skip)
+        word = move_word([b.data_ptr() for b in work], strides.tolist()) if wide else 1
+        move_slots_triton(ptrs, strides, int(strides.max()), dst, pairs, skip_identity=skip, word=word)
         agree &= all(torch.equal(w, r) for w, r in zip(work, ref))
     return agree
 
 
-def _kv_pool(args: argparse.Namespace, slots: int) -> tuple[list[torch.Tensor], torch.Tensor, int, torch.Tensor]:
+def _kv_pool(args: argparse.Namespace, slots: int) -> tuple[list[torch.Tensor], torch.Tensor, int, torch.Tensor, int]:
     """A Qwen3-8B-shaped KV pool (K and V of every layer, bf16) as the move kernel sees it:
-    (buffers, their addresses, bytes per slot, per-buffer bytes per slot)."""
+    (buffers, their addresses, bytes per slot, per-buffer bytes per slot, the widest move word)."""
     buffers = [torch.zeros(slots, args.kv_heads, args.head_dim, dtype=torch.bfloat16, device=args.device)
                for _ in range(2 * args.layers)]
     ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64, device=args.device)
     stride = buffers[0].stride(0) * buffers[0].element_size()
-    return buffers, ptrs, stride, torch.full((len(buffers),), stride, dtype=torch.int64, device=args.device)
+    word = move_word([b.data_ptr() for b in buffers], [stride])
+    return buffers, ptrs, stride, torch.full((len(buffers),), stride, dtype=torch.int64, device=args.device), word
 
 
 def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
@@ -323,7 +327,7 @@ def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
     for bs in args.batch:
         for budget in args.budget:
             n = budget + 1
-            buffers, ptrs, stride, strides = _kv_pool(args, bs * n + 1)
+            buffers, ptrs, stride, strides, word = _kv_pool(args, bs * n + 1)
             for kind in ("first-child", "off-chain"):
                 dst, src = _path_moves(bs, n, min(length, n), kind == "off-chain", args.device)
                 full_src = torch.where(src >= 0, src, dst)  # what SGLang's move is handed: every pair
@@ -331,19 +335,21 @@ def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 t = timer.measure({
                     "all": lambda: move_slots_triton(ptrs, strides, stride, dst, full_src, skip_identity=False),
                     "skip": lambda: move_slots_triton(ptrs, strides, stride, dst, src),
+                    "words": lambda: move_slots_triton(ptrs, strides, stride, dst, src, word=word),
                 })
                 moved = int(((src >= 0) & (src != dst)).sum()) * stride * len(buffers) * 2
                 ratio = t["all"]["median"] / t["skip"]["median"]
                 out.append({"batch": bs, "budget": budget, "paths": kind, "all_us": t["all"], "skip_us": t["skip"],
-                            "ratio": ratio, "same_result": same, "bytes_moved_skip": moved,
-                            "bytes_moved_all": dst.numel() * stride * len(buffers) * 2})
-                rows.append([str(bs), str(budget), kind, _cell(t["all"]), _cell(t["skip"]), f"{ratio:.2f}x",
+                            "skip_words_us": t["words"], "word": word, "ratio": ratio, "same_result": same,
+                            "bytes_moved_skip": moved, "bytes_moved_all": dst.numel() * stride * len(buffers) * 2})
+                rows.append([str(bs), str(budget), kind, _cell(t["all"]), _cell(t["skip"]), _cell(t["words"]),
+                             f"{ratio:.2f}x", f"{t['skip']['median'] / t['words']['median']:.2f}x",
                              f"{moved / 1e6:.1f}", "yes" if same else "NO"])
             del buffers
     _table(f"KV commit move, {args.layers} layers x K,V of [{args.kv_heads}, {args.head_dim}] bf16, "
            f"path length {length} (3/4 accepted): us median [p10-p90]",
-           ["batch", "budget", "paths", "every pair", "skip identity", "ratio", "MB read+written (skip)",
-            "same result"], rows)
+           ["batch", "budget", "paths", "every pair (bytes)", "skip identity (bytes)", "skip identity (words)",
+            "every pair/skip", "bytes/words", "MB read+written (skip)", "same result"], rows)
     return out
 
 
@@ -614,9 +620,9 @@ def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict
         out.append({"case": f"streaming top-K, K={k}", "kernels_us": per})
         table.append(["draft bf16", f"top-K K={k}", "-", *_breakdown_cells(per)])
     n = 65  # budget 64: the KV move of a first-child path (nothing moves) and of every pair
-    _, ptrs, stride, strides = _kv_pool(args, bs * n + 1)
+    _, ptrs, stride, strides, word = _kv_pool(args, bs * n + 1)
     dst, src = _path_moves(bs, n, args.depth + 1, False, dev)
-    for name, fn in (("skip identity", lambda: move_slots_triton(ptrs, strides, stride, dst, src)),
+    for name, fn in (("skip identity", lambda: move_slots_triton(ptrs, strides, stride, dst, src, word=word)),
                      ("every pair", lambda: move_slots_triton(ptrs, strides, stride, dst, torch.where(src >= 0, src, dst),
                                                               skip_identity=False))):
         per = kernel_breakdown(fn, calls=5)
@@ -679,7 +685,7 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                                     torch.randint(0, args.vocab, (bs, n), generator=gen, device=dev))
             cache_loc = torch.arange(bs * n, device=dev).view(bs, n)
             acc, length, _ = accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth)
-            buffers, ptrs, stride, strides = _kv_pool(args, bs * n + 1)
+            buffers, ptrs, stride, strides, word = _kv_pool(args, bs * n + 1)
             dst, src = _path_moves(bs, n, min(depth + 1, n), True, dev)
 
             def round_fn() -> None:
@@ -692,7 +698,7 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 build_tree_mask_triton(t.parent, prefix_lens, prefix_sum, prefix_ones=False)
                 a, ln, _ = accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
                 commit_slots_triton(a, ln, cache_loc)
-                move_slots_triton(ptrs, strides, stride, dst, src)
+                move_slots_triton(ptrs, strides, stride, dst, src, word=word)
 
             t = timer.measure({
                 "topk": lambda: draft_topk_triton(draft, k),
@@ -700,7 +706,7 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 "mask": lambda: build_tree_mask_triton(tree.parent, prefix_lens, prefix_sum),
                 "walk": lambda: accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth),
                 "commit": lambda: commit_slots_triton(acc, length, cache_loc),
-                "move": lambda: move_slots_triton(ptrs, strides, stride, dst, src),
+                "move": lambda: move_slots_triton(ptrs, strides, stride, dst, src, word=word),
                 "build+mask+walk": round_fn,
                 "extra": extra_fn,
             })

@@ -8,6 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
+from tests.kernels_env import INTERPRETED  # noqa: E402  (before the drop-in's kernels are decorated)
+
 
 @pytest.fixture(scope="module")
 def tr(dropin):
@@ -56,6 +58,37 @@ def test_accepted_kv_lands_at_the_path_positions(tr, dropin):
     assert slots.tolist() == [[10, 11, 12], [20, 21, 22]]
     assert (pool.kv[10:16] / 10).tolist() == [10, 12, 14, 13, 14, 15]
     assert (pool.kv[20:26] / 10).tolist() == [20, 21, 22, 23, 24, 25]  # past accept_len: untouched
+
+
+class MHATokenToKVPool:
+    """The fields of SGLang's slot-major pool that `SlotMover`'s own kernel reads (its type name
+    selects that path): K and V buffers per layer and their addresses and slot strides."""
+
+    def __init__(self, slots: int, layers: int = 2) -> None:
+        gen = torch.Generator().manual_seed(slots)
+        self.layer_num = layers
+        self.k_buffer = [torch.randn(slots, 2, 8, generator=gen).to(torch.bfloat16) for _ in range(layers)]
+        self.v_buffer = [torch.randn(slots, 2, 8, generator=gen).to(torch.bfloat16) for _ in range(layers)]
+        buffers = self.k_buffer + self.v_buffer
+        self.data_ptrs = torch.tensor([b.data_ptr() for b in buffers], dtype=torch.uint64)
+        self.data_strides = torch.tensor([b.stride(0) * b.element_size() for b in buffers])
+
+
+@pytest.mark.skipif(not INTERPRETED, reason="the move kernel on CPU tensors needs TRITON_INTERPRET=1")
+def test_slot_mover_moves_words_of_a_slot_major_pool(tr, dropin):
+    """The pool's 32-byte slots at allocator-aligned addresses move as 8-byte words; the accepted
+    nodes' K and V land at the path positions, nothing else changes."""
+    pool = MHATokenToKVPool(40)
+    before = [b.clone() for b in pool.k_buffer + pool.v_buffer]
+    mover = dropin("kv_move").SlotMover(pool)
+    assert mover.direct and mover.word == 8
+    cache_loc = torch.tensor([[10, 11, 12, 13, 14, 15], [20, 21, 22, 23, 24, 25]])
+    accepted = torch.tensor([[0, 2, 4], [0, 1, -1]])
+    tr.move_accepted_kv(mover, accepted, torch.tensor([2, 1]), cache_loc, 5)
+    for old, new in zip(before, pool.k_buffer + pool.v_buffer):
+        want = old.clone()
+        want[[11, 12]] = old[[12, 14]]
+        assert torch.equal(new, want)
 
 
 def test_path_features_gathers_the_accepted_nodes(tr):

@@ -18,7 +18,8 @@ Sections (`--sections`, all by default):
 - mask: tree mask with the prefix ones vs tree columns only (`prefix_ones=False`).
 - move: KV commit move over a Qwen3-8B-shaped pool (36 layers x K and V, 8 KV heads x 128,
   bf16), copying every pair (as SGLang's `move_kv_cache`) vs skipping identity and padding
-  entries, byte by byte, and skipping by the widest word the pool allows (the runtime's);
+  entries, byte by byte, and skipping by the widest word the pool allows (the runtime's), in tiles
+  of 512 bytes (the default) and of a whole slot;
   first-child paths (nothing moves) and off-chain paths.
 - posterior: the per-node posterior over batch x `--rows` fp32 target logits (SGLang's logits
   dtype): torch argmax, then the previous kernel (kernels/posterior.py, one program per node) and
@@ -336,20 +337,24 @@ def bench_move(args: argparse.Namespace, timer: Timer) -> list[dict]:
                     "all": lambda: move_slots_triton(ptrs, strides, stride, dst, full_src, skip_identity=False),
                     "skip": lambda: move_slots_triton(ptrs, strides, stride, dst, src),
                     "words": lambda: move_slots_triton(ptrs, strides, stride, dst, src, word=word),
+                    "words, whole slot": lambda: move_slots_triton(ptrs, strides, stride, dst, src, word=word,
+                                                                   tile=1 << (stride - 1).bit_length()),
                 })
                 moved = int(((src >= 0) & (src != dst)).sum()) * stride * len(buffers) * 2
                 ratio = t["all"]["median"] / t["skip"]["median"]
                 out.append({"batch": bs, "budget": budget, "paths": kind, "all_us": t["all"], "skip_us": t["skip"],
-                            "skip_words_us": t["words"], "word": word, "ratio": ratio, "same_result": same,
+                            "skip_words_us": t["words"], "skip_words_slot_tile_us": t["words, whole slot"], "word": word,
+                            "ratio": ratio, "same_result": same,
                             "bytes_moved_skip": moved, "bytes_moved_all": dst.numel() * stride * len(buffers) * 2})
                 rows.append([str(bs), str(budget), kind, _cell(t["all"]), _cell(t["skip"]), _cell(t["words"]),
+                             _cell(t["words, whole slot"]),
                              f"{ratio:.2f}x", f"{t['skip']['median'] / t['words']['median']:.2f}x",
                              f"{moved / 1e6:.1f}", "yes" if same else "NO"])
             del buffers
     _table(f"KV commit move, {args.layers} layers x K,V of [{args.kv_heads}, {args.head_dim}] bf16, "
            f"path length {length} (3/4 accepted): us median [p10-p90]",
            ["batch", "budget", "paths", "every pair (bytes)", "skip identity (bytes)", "skip identity (words)",
-            "every pair/skip", "bytes/words", "MB read+written (skip)", "same result"], rows)
+            "words, a slot per program", "every pair/skip", "bytes/words", "MB read+written (skip)", "same result"], rows)
     return out
 
 

@@ -230,7 +230,7 @@ TRITON = (
            "    reach = bmax > tl.max(cand, axis=0)\n",
            ("tests/test_kernels_posterior_split.py::test_split_equals_torch",)),
     Mutant("Posterior kernels skip units that reach above the floor (support mass too small)", "kernels/posterior.py",
-           "        if tl.load(units_block + u) > floor:", "        if tl.load(units_block + u) > floor + 1.0:",
+           "        if span_max > floor:", "        if span_max > floor + 1.0:",
            ("tests/test_kernels_posterior_split.py::test_units_and_programs_equal_torch",)),
     Mutant("Posterior kernels' top-k floor one rank too high", "kernels/posterior.py",
            ">= top_k, cand, kth)", ">= top_k - 1, cand, kth)",

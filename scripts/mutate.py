@@ -90,6 +90,8 @@ def run_mutant(copy: Path, m: Mutant) -> Outcome:
         return Outcome(m, "SURVIVED", seconds, tail)
     if rc in (1, 2):  # test failures, or a collection error the mutant caused
         return Outcome(m, "KILLED", seconds, tail)
+    if rc < 0:  # the tests died by a signal: the mutant corrupted memory (the baseline passed)
+        return Outcome(m, "KILLED", seconds, f"crashed (signal {-rc}): {tail}")
     return Outcome(m, "ERROR", seconds, f"pytest exit {rc}: {tail}")  # 3-5: usage, no tests...
 
 

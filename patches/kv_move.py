@@ -32,9 +32,9 @@ class SlotMover:
         )
         # Read once here (the buffers and strides never change): the widest slot, and the widest
         # word every buffer address and stride is a multiple of (the move loads words, not bytes).
-        self.max_stride = int(pool.data_strides.max()) if self.direct else 0
-        self.word = (move_word(pool.data_ptrs.cpu().view(torch.int64).tolist(), pool.data_strides.cpu().tolist())
-                     if self.direct else 1)
+        strides = pool.data_strides.cpu().tolist() if self.direct else []
+        self.max_stride = max(strides, default=0)
+        self.word = move_word(pool.data_ptrs.cpu().view(torch.int64).tolist(), strides) if self.direct else 1
 
     def move(self, dst: torch.Tensor, src: torch.Tensor) -> None:
         """Slot src[b, i] onto dst[b, i]; src < 0 means no move (padding past the accepted length)."""

@@ -29,7 +29,8 @@ How (streaming the row, nothing sorted; as written here one program per node,
 2. Inverse-CDF draw: a uniform u picks the block whose cumulative mass crosses u * mass, then the
    token inside that one block.
 3. With top-k / top-p, one more pass counts the tokens and the mass strictly above the drawn
-   token X (and above 7 higher cut candidates between X and the row max). X is kept -> done.
+   token X (and, with TOP_K_CUTS / TOP_P_CUTS > 1, above higher cut candidates evenly spaced between
+   X and the row max; by default X alone). X is kept -> done.
    Otherwise every token <= X is outside the kept set (it is an upper set), and so is every token
    <= a candidate with >= top_k tokens or > top_p of the mass above it: the next draw is from the
    tokens above the highest such cut, whose block masses that same pass produced. Rejection from
@@ -54,7 +55,12 @@ import triton.language as tl
 _M32 = 0xFFFFFFFF
 _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
 BLOCK = 2048
-CUTS = 8  # cut candidates per check pass (the drawn token and 7 above it)
+CUTS = 8  # the most cut candidates a check pass takes (the drawn token and up to 7 above it)
+# Cut candidates per check on a row with / without top-k: one (the drawn token) was the fastest of
+# 1, 2, 4 and 8 on every case of the H200 tune at batch 64 x 16 rows, V=151936 (2026-12-03, docs/kernels.md
+# "Cut counts on rows with top-k"): fewer reductions per block outweigh the extra rounds after a rejection.
+TOP_K_CUTS = 1
+TOP_P_CUTS = 1
 UNIT = 256  # tokens per unit of the top-k floor (`_top_k_floor`): a row's maxima per UNIT tokens rank it
 # Tokens per span that the mass pass of a floored row reads or skips (at least a unit): finer units
 # tighten the floor without turning that pass into a loop of tiny loads.
@@ -182,8 +188,9 @@ def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK:
 
 @triton.jit
 def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr, units_ptr,
-                      n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, UNIT: tl.constexpr,
-                      SPAN: tl.constexpr, UP: tl.constexpr, INDEX_TIES: tl.constexpr):
+                      n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr,
+                      PC: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr, UP: tl.constexpr,
+                      INDEX_TIES: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     x_row = logits_ptr + row * V
@@ -258,12 +265,14 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
             z_pick = tl.sum(tl.where(offs == pick_j, z, 0.0), axis=0)
             searching = 0
             if k_on | p_on:
-                # 3. is the draw in the kept set? Count and mass strictly above it, and above NC - 1
-                # higher cut candidates: a rejected draw moves the floor to the highest candidate
-                # that still has every kept token above it (at least top_k tokens or more than
-                # top_p of the mass strictly above it), so hard rows need fewer rounds.
+                # 3. is the draw in the kept set? Count and mass strictly above it, and above KC - 1
+                # (top-k rows) or PC - 1 higher cut candidates: a rejected draw moves the floor to the
+                # highest candidate that still has every kept token above it (at least top_k tokens or
+                # more than top_p of the mass strictly above it); unused candidates are +inf.
                 ci = tl.arange(0, NC)
-                cand = z_pick + (row_max - z_pick) * (ci.to(tl.float32) / NC)
+                ncut = tl.where(k_on, KC, PC)
+                frac = tl.math.div_rn(ci.to(tl.float32), ncut.to(tl.float32))
+                cand = tl.where(ci < ncut, z_pick + (row_max - z_pick) * frac, float("inf"))
                 cand_idx = tl.zeros([NC], tl.int32)
                 if INDEX_TIES:
                     cand_idx = tl.where(ci == 0, token, 0)
@@ -365,7 +374,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, unit: int = UNIT, index_ties: bool = False,
-                           top_k_cuts: int = CUTS, top_p_cuts: int = CUTS) -> torch.Tensor:
+                           top_k_cuts: int = TOP_K_CUTS, top_p_cuts: int = TOP_P_CUTS) -> torch.Tensor:
     """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same units,
     same draws; `index_ties`: the module docstring's tie order; `top_k_cuts` / `top_p_cuts`: cut
     candidates of a row with / without top-k, as `posterior_split`'s)."""
@@ -460,7 +469,8 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
 def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                             top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                             min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
-                            block: int = BLOCK, unit: int = UNIT, index_ties: bool = False) -> torch.Tensor:
+                            block: int = BLOCK, unit: int = UNIT, index_ties: bool = False,
+                            top_k_cuts: int = TOP_K_CUTS, top_p_cuts: int = TOP_P_CUTS) -> torch.Tensor:
     """Triton, one program per node (the module docstring's passes): the runtime's kernel before
     `posterior_split` (same draws), kept as its benchmark baseline and chi-square subject."""
     bs, n, vocab = target_logits.shape
@@ -469,6 +479,7 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
     out = torch.empty((bs, n), dtype=torch.int64, device=logits.device)
     if bs * n:
         unit = floor_unit(block, unit, vocab)
+        check_cuts(top_k_cuts, top_p_cuts)
         block = min(block, triton.next_power_of_2(vocab))
         nb = triton.cdiv(vocab, block)
         up = max(2, triton.next_power_of_2(nb * (block // unit)))
@@ -476,7 +487,7 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
         _posterior_kernel[(bs * n,)](
             logits, temperature.float().contiguous(), top_k.contiguous(), top_p.float().contiguous(),
             min_p.float().contiguous(), seed.contiguous(), positions.contiguous(), out, units, n, vocab, nb,
-            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, UNIT=unit,
+            BLOCK=block, NBP=max(2, triton.next_power_of_2(nb)), NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, UNIT=unit,
             SPAN=mass_span(block, unit, vocab), UP=up, INDEX_TIES=index_ties,
             num_warps=8 if block >= 2048 else 4,
         )

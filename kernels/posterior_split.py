@@ -22,7 +22,7 @@ most one block:
 2. Inverse-CDF draw (per row): a uniform u picks the block whose cumulative mass crosses
    u * mass, then the token inside that one block.
 3. With top-k / top-p, a check pass counts the tokens and the mass strictly above the drawn
-   token X (and above 7 higher cut candidates between X and the row max), per block; a per-row
+   token X (and above the higher cut candidates, if more than one: posterior.py), per block; a per-row
    step sums them. X is kept -> done. Otherwise every token <= X is outside the kept set (it is
    an upper set), and so is every token <= a candidate with >= top_k tokens or > top_p of the
    mass above it: the next draw is from the tokens above the highest such cut, whose block
@@ -44,8 +44,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, UNIT, _above, _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts,
-                        floor_unit, mass_span)
+from .posterior import (BLOCK, CUTS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _floored, _prepare, _support_mass,
+                        _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -363,7 +363,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
-                           index_ties: bool = False, top_k_cuts: int = CUTS, top_p_cuts: int = CUTS) -> torch.Tensor:
+                           index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
+                           top_p_cuts: int = TOP_P_CUTS) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only

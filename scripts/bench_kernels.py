@@ -77,7 +77,7 @@ from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton,  # noqa: E402
                                     path_tokens_torch, path_tokens_triton)
-from kernels.posterior import CUTS, posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
+from kernels.posterior import CUTS, TOP_K_CUTS, TOP_P_CUTS, posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
@@ -538,14 +538,15 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
     blocks = [b for b in (2048, 4096) if b <= vocab] or [vocab]
-    settings = [(blocks[0], 4, 3, 256, 8, CUTS, CUTS)]  # the defaults
+    kc, pc = TOP_K_CUTS, TOP_P_CUTS
+    settings = [(blocks[0], 4, 3, 256, 8, pc, kc)]  # the defaults
     if "launch" in args.tune:
-        settings += [(blocks[0], 4, r, u, g, CUTS, CUTS) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
-        settings += [(blocks[0], 4, 3, blocks[0], 8, CUTS, CUTS), (blocks[0], 8, 3, 256, 8, CUTS, CUTS)]
-        settings += [(b, 4, 3, u, g, CUTS, CUTS) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
+        settings += [(blocks[0], 4, r, u, g, pc, kc) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
+        settings += [(blocks[0], 4, 3, blocks[0], 8, pc, kc), (blocks[0], 8, 3, 256, 8, pc, kc)]
+        settings += [(b, 4, 3, u, g, pc, kc) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
     if "cuts" in args.tune:
-        settings += [(blocks[0], 4, r, 256, 8, pc, CUTS) for r in (2, 3) for pc in (1, 2, 4)]
-        settings += [(blocks[0], 4, 3, u, 8, CUTS, kc) for u in (16, 32, 64, 256) for kc in (1, 2, 4, CUTS)]
+        settings += [(blocks[0], 4, r, 256, 8, p, kc) for r in (2, 3) for p in (1, 2, 4, CUTS)]
+        settings += [(blocks[0], 4, 3, u, 8, pc, k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
     configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g} top-p cuts={pc} top-k cuts={kc}":
                (b, w, r, u, g, pc, kc) for b, w, r, u, g, pc, kc in settings}
     out, table = [], []

@@ -36,7 +36,7 @@ TARGET = GPUTarget("cuda", 90, 32)
 POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_ptr": "*i64", "pos_ptr": "*i64",
             "barg_ptr": "*i32", "istate_ptr": "*i32", "cnt_ptr": "*i32"}
 # the launchers' constexprs at V = 151936 (block 2048)
-CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.CUTS, "PC": posterior.CUTS,
+CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.TOP_K_CUTS, "PC": posterior.TOP_P_CUTS,
               "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM}
 VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
 # the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);

@@ -17,7 +17,8 @@ import torch
 from tests.cuda_graph import capture_graph
 from tests.kernels_env import DEVICES, INTERPRETED
 
-from kernels.posterior import CUTS, SPAN, UNIT, posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import (CUTS, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
+                               posterior_tokens_triton)
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -36,8 +37,8 @@ def _mixed_case(bs: int, n: int, vocab: int, scale: float, seed: int):
 
 
 def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
-                       blocks_per_program: int = 8, index_ties: bool = False, top_k_cuts: int = CUTS,
-                       top_p_cuts: int = CUTS) -> torch.Tensor:
+                       blocks_per_program: int = 8, index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
+                       top_p_cuts: int = TOP_P_CUTS) -> torch.Tensor:
     logits, temp, top_k, top_p, seed, min_p, positions = case
     ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
                                  unit=unit, index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
@@ -98,17 +99,25 @@ def test_spans_of_fine_units_equal_torch(device: str, unit: int) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("top_k_cuts,top_p_cuts,unit", [(CUTS, 1, UNIT), (CUTS, 3, UNIT), (1, 3, 16), (3, CUTS, 16)])
+@pytest.mark.parametrize("top_k_cuts,top_p_cuts,unit", [(CUTS, 1, UNIT), (CUTS, 3, UNIT), (1, 3, 16), (3, CUTS, 16),
+                                                        (CUTS, CUTS, UNIT)])
 def test_cut_counts_equal_torch(device: str, top_k_cuts: int, top_p_cuts: int, unit: int) -> None:
-    """Fewer cut candidates on rows with top-k (with units of 16 tokens too: a tighter floor) or
-    without (speed knobs): the reference's draws, split or in the per-row tail, with either tie order."""
-    case = _mixed_case(8, 4, 1000, 0.5, seed=11)
+    """Other cut candidate counts on rows with top-k (with units of 16 tokens too: a tighter floor)
+    or without (speed knobs): the reference's draws, split or in the per-row tail, and per node,
+    with either tie order."""
+    logits, temp, top_k, top_p, seed, min_p, positions = case = _mixed_case(8, 4, 1000, 0.5, seed=11)
     for index_ties in (False, True):
-        _same_as_reference(device, case, 128, par_rounds=(0, 3), unit=unit, index_ties=index_ties,
-                           top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
+        ref = _same_as_reference(device, case, 128, par_rounds=(0, 3), unit=unit, index_ties=index_ties,
+                                 top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
+        per_node = posterior_tokens_triton(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)),
+                                           min_p=min_p.to(device), positions=positions.to(device), block=128, unit=unit,
+                                           index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
+        assert torch.equal(per_node.cpu(), ref), (index_ties, top_k_cuts, top_p_cuts)
     for knob in ("top_k_cuts", "top_p_cuts"):
         with pytest.raises(ValueError, match=knob):
             posterior_tokens_split(*(t.to(device) for t in case[:5]), block=128, **{knob: CUTS + 1})
+        with pytest.raises(ValueError, match=knob):
+            posterior_tokens_triton(*(t.to(device) for t in case[:5]), block=128, **{knob: 0})
 
 
 @pytest.mark.parametrize("device", DEVICES)

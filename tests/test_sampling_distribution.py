@@ -29,7 +29,7 @@ import torch
 from tests.kernels_env import INTERPRETED
 
 from kernels.path_penalties import Penalties, apply_path_penalties
-from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import CUTS, posterior_tokens_torch, posterior_tokens_triton
 
 ALPHA = 1e-4
 MOVED = 0.03
@@ -216,9 +216,10 @@ def test_torch_path_matches_sglang(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["top_p_0.9_flat", "joint_k_p_min_p", "all_penalties_top_p"])
-@pytest.mark.parametrize("top_p_cuts", [1, 3])
-def test_fewer_top_p_cuts_match_sglang(name: str, top_p_cuts: int) -> None:
-    """The check with fewer cut candidates on rows without top-k (a speed knob) is as exact."""
+@pytest.mark.parametrize("top_p_cuts", [3, CUTS])
+def test_more_top_p_cuts_match_sglang(name: str, top_p_cuts: int) -> None:
+    """The check with more cut candidates than the default's one on rows without top-k (a speed
+    knob) is as exact."""
     _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True, top_p_cuts=top_p_cuts)))
 
 
@@ -227,9 +228,9 @@ def test_fewer_top_p_cuts_match_sglang(name: str, top_p_cuts: int) -> None:
     ("top_k_2000_flat", 4, 2),  # 2048 units: a looser floor
     ("joint_k_p_min_p", 16, 3),
 ])
-def test_fewer_top_k_cuts_match_sglang(name: str, unit: int, top_k_cuts: int) -> None:
-    """Rows with top-k checked with fewer cut candidates, under a finer floor unit (speed knobs):
-    as exact."""
+def test_other_top_k_cuts_match_sglang(name: str, unit: int, top_k_cuts: int) -> None:
+    """Rows with top-k checked with one or a few cut candidates under a finer floor unit (speed
+    knobs): as exact."""
     _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True, unit=unit,
                                                        top_k_cuts=top_k_cuts)))
 

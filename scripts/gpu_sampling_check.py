@@ -35,8 +35,10 @@ default backend) keeps the tied tokens of lowest index, as DDTREE does on that b
 flashinfer` (a bundle with a real FlashInfer) checks the other order: every engine samples with
 FlashInfer, which keeps a tie whole, and so does DDTREE on that backend.
 
-Top-k 20 (NUMERICS_SENSITIVE) runs only when named in --only: its cut falls where the logits tie
-or nearly tie, and two engines whose attention kernels differ keep different tokens there.
+Top-k 20 and the joint filter (top-k 50, NUMERICS_SENSITIVE) run only when named in --only: their
+cut falls where the logits tie or nearly tie, and two engines whose attention kernels differ keep
+different tokens there (the joint filter, plain vs plain on torch_native: p 2.3e-4 under a 2.5e-4
+threshold, H200, 2026-12-03).
 On the 8k random models (bf16 logits tie at a top-k 20 cut in about half the contexts) plain vs
 plain with another attention backend fails it as DDTREE vs plain does (`--control-attention B`:
 the compared engine is plain decoding on backend B). On the off-chain oracle the "others" are
@@ -78,7 +80,7 @@ SETTINGS = {
 # Settings run on the off-chain oracle (min-p 0.2 keeps its rule token only; top-k 2000 is off at vocab 512).
 OFFCHAIN_SETTINGS = ("T=1", "top_p=0.9", "repetition=1.3", "frequency=0.5", "presence=0.5", "logit_bias")
 # Settings whose cut falls on (near-)tied logits, so kernel numerics alone decide it (module docstring).
-NUMERICS_SENSITIVE = ("top_k=20",)
+NUMERICS_SENSITIVE = ("top_k=20", "top_k=50,top_p=0.8,min_p=0.05")
 OFFCHAIN_TEMPERATURE = 3.0
 PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
 HERE = Path(__file__).resolve().parent

@@ -81,7 +81,7 @@ def test_slot_mover_moves_words_of_a_slot_major_pool(tr, dropin):
     pool = MHATokenToKVPool(40)
     before = [b.clone() for b in pool.k_buffer + pool.v_buffer]
     mover = dropin("kv_move").SlotMover(pool)
-    assert mover.direct and mover.word == 8
+    assert mover.direct and mover.word == 8 and mover.tile == 32  # the whole 32-byte slot per program
     cache_loc = torch.tensor([[10, 11, 12, 13, 14, 15], [20, 21, 22, 23, 24, 25]])
     accepted = torch.tensor([[0, 2, 4], [0, 1, -1]])
     tr.move_accepted_kv(mover, accepted, torch.tensor([2, 1]), cache_loc, 5)

@@ -333,19 +333,23 @@ def _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions):
     return seed, min_p, positions.to(torch.int64)
 
 
+def _clipped_block(block: int, vocab: int) -> int:
+    """The block the launchers use: no wider than the vocabulary's power of two."""
+    return min(block, triton.next_power_of_2(vocab))
+
+
 def floor_unit(block: int, unit: int, vocab: int) -> int:
     """Tokens per unit of the top-k floor: `unit` when it splits the (vocabulary-clipped) block, else
     the block itself. Raises on a unit that is not a power of two."""
     if unit < 1 or unit & (unit - 1):
         raise ValueError(f"unit={unit} must be a power of two")
-    block = min(block, triton.next_power_of_2(vocab))
-    return min(unit, block)
+    return min(unit, _clipped_block(block, vocab))
 
 
 def mass_span(block: int, unit: int, vocab: int) -> int:
     """Tokens per span the mass pass of a floored row reads or skips: SPAN, or the unit when larger,
     within the (vocabulary-clipped) block."""
-    return min(max(floor_unit(block, unit, vocab), SPAN), block, triton.next_power_of_2(vocab))
+    return min(max(floor_unit(block, unit, vocab), SPAN), _clipped_block(block, vocab))
 
 
 def check_cuts(top_k_cuts: int, top_p_cuts: int) -> None:
@@ -384,7 +388,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     rows = bs * n
     unit, span = floor_unit(block, unit, vocab), mass_span(block, unit, vocab)
     check_cuts(top_k_cuts, top_p_cuts)
-    block = min(block, triton.next_power_of_2(vocab))  # as the launcher: the same blocks, the same sums
+    block = _clipped_block(block, vocab)  # as the launcher: the same blocks, the same sums
     nb = -(-vocab // block)
     x = target_logits.reshape(rows, vocab).float()
     per_row = lambda t: t.repeat_interleave(n)  # noqa: E731
@@ -480,7 +484,7 @@ def posterior_tokens_triton(target_logits: torch.Tensor, temperature: torch.Tens
     if bs * n:
         unit = floor_unit(block, unit, vocab)
         check_cuts(top_k_cuts, top_p_cuts)
-        block = min(block, triton.next_power_of_2(vocab))
+        block = _clipped_block(block, vocab)
         nb = triton.cdiv(vocab, block)
         up = max(2, triton.next_power_of_2(nb * (block // unit)))
         units = torch.empty((bs * n, up), dtype=torch.float32, device=logits.device)

@@ -44,8 +44,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _floored, _prepare, _support_mass,
-                        _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
+from .posterior import (BLOCK, CUTS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _floored, _prepare,
+                        _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -387,7 +387,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check_cuts(top_k_cuts, top_p_cuts)
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
-    block = min(block, triton.next_power_of_2(vocab))
+    block = _clipped_block(block, vocab)
     nb = triton.cdiv(vocab, block)
     nbp = max(2, triton.next_power_of_2(nb))
     groups = triton.cdiv(nb, blocks_per_program)

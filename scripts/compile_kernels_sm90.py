@@ -39,6 +39,7 @@ POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_
 CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.TOP_K_CUTS, "PC": posterior.TOP_P_CUTS,
               "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM}
 VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
+SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 # the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);
 # UP: the per-node kernel's unit maxima per row, a power of two
 UNITS = ({"UNIT": posterior.UNIT, "UP": 1024}, {"UNIT": 32, "UP": 8192})
@@ -98,7 +99,7 @@ def main() -> int:
     rows = []
     for fn in KERNELS:
         for consts in variants(fn):
-            switch = {k: consts[k] for k in (*VARIANTS, "UNIT") if k in consts}
+            switch = {k: consts[k] for k in SWITCHES if k in consts}
             rows.append(_attempt({"kernel": fn.fn.__name__, **switch}, fn, table_signature(fn, consts), consts))
     if args.launches:
         rows += recorded(args.launches)
@@ -106,7 +107,7 @@ def main() -> int:
         print(json.dumps(rows, indent=1))
     else:
         for r in rows:
-            switch = " ".join(f"{k}={r[k]}" for k in (*VARIANTS, "UNIT") if k in r)
+            switch = " ".join(f"{k}={r[k]}" for k in SWITCHES if k in r)
             switch += " (recorded)" if r.get("recorded") else ""
             print(f"{'OK  ' if r['ok'] else 'FAIL'} {r['kernel']} {switch} "
                   f"{r.get('cubin_bytes', '')}{r.get('error', '')[:2000]}")

@@ -57,8 +57,9 @@ _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
 BLOCK = 2048
 CUTS = 8  # the most cut candidates a check pass takes (the drawn token and up to 7 above it)
 # Cut candidates per check on a row with / without top-k: one (the drawn token) was the fastest of
-# 1, 2, 4 and 8 on every case of the H200 tune at batch 64 x 16 rows, V=151936 (2026-12-03, docs/kernels.md
-# "Cut counts on rows with top-k"): fewer reductions per block outweigh the extra rounds after a rejection.
+# 1, 2, 4 and 8 in every case of the H200 tune at batch 64 x 16 rows, V=151936, but flat top-k 2000
+# (4 cuts: 1747 vs 1799 us; docs/kernels.md "Cut counts timed"): fewer reductions per block outweigh
+# the extra rounds after a rejection.
 TOP_K_CUTS = 1
 TOP_P_CUTS = 1
 UNIT = 256  # tokens per unit of the top-k floor (`_top_k_floor`): a row's maxima per UNIT tokens rank it
@@ -187,6 +188,17 @@ def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK:
 
 
 @triton.jit
+def _cut_candidates(z_pick, row_max, k_on, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr):
+    """The drawn token's z and the cut candidates above it, evenly spaced to the row max: KC on a
+    row with top-k (`k_on`), PC on the others; the rest of the NC are +inf (never above a token,
+    never picked). IEEE division, as the reference's torch division."""
+    ci = tl.arange(0, NC)
+    ncut = tl.where(k_on, KC, PC)
+    frac = tl.math.div_rn(ci.to(tl.float32), ncut.to(tl.float32))
+    return tl.where(ci < ncut, z_pick + (row_max - z_pick) * frac, float("inf"))
+
+
+@triton.jit
 def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, out_ptr, units_ptr,
                       n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr,
                       PC: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr, UP: tl.constexpr,
@@ -270,9 +282,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
                 # highest candidate that still has every kept token above it (at least top_k tokens or
                 # more than top_p of the mass strictly above it); unused candidates are +inf.
                 ci = tl.arange(0, NC)
-                ncut = tl.where(k_on, KC, PC)
-                frac = tl.math.div_rn(ci.to(tl.float32), ncut.to(tl.float32))
-                cand = tl.where(ci < ncut, z_pick + (row_max - z_pick) * frac, float("inf"))
+                cand = _cut_candidates(z_pick, row_max, k_on, NC, KC, PC)
                 cand_idx = tl.zeros([NC], tl.int32)
                 if INDEX_TIES:
                     cand_idx = tl.where(ci == 0, token, 0)

@@ -44,8 +44,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _floored, _prepare,
-                        _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
+from .posterior import (BLOCK, CUTS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
+                        _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -211,19 +211,15 @@ def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_idx, 
 @triton.jit
 def _cuts(fstate_ptr, out_ptr, row, count, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr,
           INDEX_TIES: tl.constexpr):
-    """The drawn token's z and the cut candidates above it, evenly spaced to the row max: KC on a
-    row with top-k (`count`), PC on a top-p-only row (the rest +inf: never above a token, never
-    picked); the row max; the index of cut 0 (`_above`): the drawn token's with INDEX_TIES, else 0.
-    The other cuts fall between values (index 0)."""
+    """A row's cut candidates (`_cut_candidates`, KC on a row with top-k: `count`), its row max and
+    the index of cut 0 (`_above`): the drawn token's with INDEX_TIES, else 0. The other cuts fall
+    between values (index 0)."""
     row_max = tl.load(fstate_ptr + row * 5 + 0)
     z_pick = tl.load(fstate_ptr + row * 5 + 4)
     tok = tl.zeros([], tl.int32)
     if INDEX_TIES:
         tok = tl.load(out_ptr + row).to(tl.int32)
-    ci = tl.arange(0, NC)
-    ncut = tl.where(count, KC, PC)
-    frac = tl.math.div_rn(ci.to(tl.float32), ncut.to(tl.float32))  # IEEE, as the reference's torch division
-    return tl.where(ci < ncut, z_pick + (row_max - z_pick) * frac, float("inf")), row_max, tok
+    return _cut_candidates(z_pick, row_max, count, NC, KC, PC), row_max, tok
 
 
 @triton.jit

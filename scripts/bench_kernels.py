@@ -77,7 +77,8 @@ from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton,  # noqa: E402
                                     path_tokens_torch, path_tokens_triton)
-from kernels.posterior import CUTS, TOP_K_CUTS, TOP_P_CUTS, posterior_tokens_torch, posterior_tokens_triton, uniform_torch  # noqa: E402
+from kernels.posterior import (CUTS, TOP_K_CUTS, TOP_P_CUTS, posterior_tokens_torch, posterior_tokens_triton,  # noqa: E402
+                               uniform_torch)
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402

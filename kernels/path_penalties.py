@@ -10,38 +10,47 @@ its speculative verify). At tree node j the output so far is the request's outpu
 tokens of j's path (j and its ancestors, the root excluded: the root is the last committed
 token), so c there is counts + path counts and the output length is length + depth.
 
-Computed as the dense per-request adjustment for every node, then the <= depth path tokens of
-each node recomputed from the raw logits with their path counts and scattered back. The dense
-step is one Triton pass on CUDA (read logits and the request's counts once, write once; the torch
-ops make ~8 passes over the [bs, n, V] logits) and equals the torch ops bit for bit: the same
-fp32 operations in the same order, no fused multiply-add, IEEE division. The path step is torch
-ops after one Triton walk to the root per node (`path_tokens`).
-Fixed shapes, no host sync, capturable.
+Only a few logits change: a request's touched tokens (nonzero counts, stop tokens, logit bias:
+a few hundred of a 152k vocabulary) and each node's <= depth path tokens. On CUDA one Triton pass
+lists each request's touched tokens (`touched_tokens`), then one program per node row reads and
+rewrites just those logits in place (`sparse_adjust_triton`; a request with more than TOUCHED_CAP
+touched tokens is adjusted over its whole rows). The reference (`path_adjust_torch`, the CPU path)
+adjusts densely, then recomputes each node's path tokens and scatters them back. Both equal each
+other bit for bit: the same fp32 operations in the same order, no fused multiply-add, IEEE
+division. The walk to the root that lists each node's path tokens is one Triton launch
+(`path_tokens`). Fixed shapes, no host sync, capturable.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
-
+from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
-
-DENSE_BLOCK = 2048
-
 
 @dataclass(frozen=True)
 class Penalties:
     """Per-request penalty state, [bs] unless noted; any of them None when unused."""
 
-    counts: torch.Tensor  # [bs, V] output-token counts before this round (root included)
+    counts: torch.Tensor  # [bs, V] output-token counts before this round (root included), or [pool, V] with rows
     frequency: torch.Tensor | None = None
     presence: torch.Tensor | None = None
     repetition: torch.Tensor | None = None
     out_len: torch.Tensor | None = None  # output length before this round (root included)
     min_new_tokens: torch.Tensor | None = None
     stop_tokens: torch.Tensor | None = None  # [bs, V] bool
+    rows: torch.Tensor | None = None  # [bs] int: request b's row of `counts` (read in place, no [bs, V] gather)
+
+    def request_counts(self) -> torch.Tensor:
+        """fp32 [bs, V]: each request's counts."""
+        return (self.counts if self.rows is None else self.counts[self.rows.long()]).float()
+
+    def count_rows(self) -> torch.Tensor:
+        """int64 [bs]: each request's row of `counts`."""
+        if self.rows is not None:
+            return self.rows.to(torch.int64).contiguous()
+        return torch.arange(self.counts.shape[0], device=self.counts.device)
 
 
 def _adjust(x: torch.Tensor, c: torch.Tensor, pen: Penalties, stop: torch.Tensor | None,
@@ -102,31 +111,214 @@ def path_tokens_torch(tokens: torch.Tensor, parent: torch.Tensor, max_depth: int
     return out
 
 
+# Tokens a request's adjustment can change (nonzero counts, stop tokens, logit bias) listed per
+# request up to this many; a request with more is adjusted densely (still one pass, in place).
+TOUCHED_CAP = 8192
+SPARSE_CHUNK = 256
+DENSE_BLOCK = 1024
+
+
+class Touched(NamedTuple):
+    """Per request, the tokens whose logit its adjustment can change, with what the adjustment reads
+    of them (so the per-node pass reads these rows, not the [bs, V] tensors at random): the first
+    min(count, cap) in any order, each token once."""
+
+    ids: torch.Tensor  # int32 [bs, cap]
+    count: torch.Tensor  # int32 [bs]: the whole count, possibly above cap
+    counts: torch.Tensor  # fp32 [bs, cap]: the request's count of each listed token
+    stop: torch.Tensor | None  # int8 [bs, cap]: a stop token (None without stop tokens)
+    bias: torch.Tensor | None  # fp32 [bs, cap]: its logit bias (None without a bias)
+
+    def kernel_args(self) -> list[torch.Tensor]:
+        """The lists as the kernels take them (an absent one as a placeholder they never read)."""
+        return [self.ids, self.count, self.counts, *(t if t is not None else self.count for t in (self.stop, self.bias))]
+
+
 @triton.jit
-def _dense_kernel(x_ptr, counts_ptr, freq_ptr, pres_ptr, rep_ptr, stop_ptr, short_ptr, bias_ptr, out_ptr, n, V,
-                  HAS_FREQ: tl.constexpr, HAS_PRES: tl.constexpr, HAS_REP: tl.constexpr, HAS_STOP: tl.constexpr,
-                  HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
-    """`_adjust` for one block of one node row (b * n + j), the request's counts broadcast over its n nodes."""
-    row = tl.program_id(0)
-    b = (row // n).to(tl.int64)
-    offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    live = offs < V
-    x = tl.load(x_ptr + row.to(tl.int64) * V + offs, mask=live).to(tl.float32)
-    c = tl.load(counts_ptr + b * V + offs, mask=live, other=0.0)
+def _touched_kernel(counts_ptr, rows_ptr, stop_ptr, bias_ptr, ids_ptr, cnt_ptr, lc_ptr, ls_ptr, lb_ptr, V, CAP,
+                    HAS_STOP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
+    """Append block pid(1) of request pid(0)'s touched tokens to its list (any order: each token once)."""
+    b = tl.program_id(0).to(tl.int64)
+    idx = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    live = idx < V
+    c = tl.load(counts_ptr + tl.load(rows_ptr + b) * V + idx, mask=live, other=0.0)
+    flag = c > 0
+    if HAS_STOP:
+        stop = tl.load(stop_ptr + b * V + idx, mask=live, other=0)
+        flag = flag | (stop != 0)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + b * V + idx, mask=live, other=0.0)
+        flag = flag | (bias != 0)
+    flag = (flag & live).to(tl.int32)
+    k = tl.sum(flag, axis=0)
+    if k > 0:
+        pos = tl.atomic_add(cnt_ptr + b, k) + tl.cumsum(flag, axis=0) - 1
+        keep = (flag != 0) & (pos < CAP)
+        at = b * CAP + pos
+        tl.store(ids_ptr + at, idx, mask=keep)
+        tl.store(lc_ptr + at, c, mask=keep)
+        if HAS_STOP:
+            tl.store(ls_ptr + at, stop, mask=keep)
+        if HAS_BIAS:
+            tl.store(lb_ptr + at, bias, mask=keep)
+
+
+def touched_tokens(pen: Penalties, logit_bias: torch.Tensor | None, cap: int = TOUCHED_CAP) -> Touched:
+    """Each request's touched tokens (`Touched`), listed in one pass over its counts."""
+    rows = pen.count_rows()
+    bs, vocab = rows.shape[0], pen.counts.shape[1]
+    dev = pen.counts.device
+    has_stop, has_bias = pen.stop_tokens is not None, logit_bias is not None
+    out = Touched(torch.empty((bs, cap), dtype=torch.int32, device=dev), torch.zeros(bs, dtype=torch.int32, device=dev),
+                  torch.empty((bs, cap), dtype=torch.float32, device=dev),
+                  torch.empty((bs, cap), dtype=torch.int8, device=dev) if has_stop else None,
+                  torch.empty((bs, cap), dtype=torch.float32, device=dev) if has_bias else None)
+    stop = pen.stop_tokens.to(torch.int8).contiguous() if has_stop else out.count
+    bias = logit_bias.float().contiguous() if has_bias else out.count
+    _touched_kernel[(bs, triton.cdiv(vocab, DENSE_BLOCK))](
+        pen.counts.float().contiguous(), rows, stop, bias, *out.kernel_args(), vocab, cap, HAS_STOP=has_stop, HAS_BIAS=has_bias,
+        BLOCK=DENSE_BLOCK)
+    return out
+
+
+@triton.jit
+def _adjusted(x, c, freq, pres, rep, stop, short, bias, HAS_FREQ: tl.constexpr, HAS_PRES: tl.constexpr,
+              HAS_REP: tl.constexpr, HAS_STOP: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """`_adjust` in Triton: the same fp32 operations in the same order (the launch disables fused
+    multiply-add; the division is IEEE's)."""
     seen = c > 0
     if HAS_FREQ:
-        x = x - tl.load(freq_ptr + b) * c
+        x = x - freq * c
     if HAS_PRES:
-        x = x - tl.where(seen, tl.load(pres_ptr + b), 0.0)
+        x = x - tl.where(seen, pres, 0.0)
     if HAS_STOP:
-        stop = tl.load(stop_ptr + b * V + offs, mask=live, other=0) != 0
-        x = tl.where(stop & (tl.load(short_ptr + row) != 0), float("-inf"), x)
+        x = tl.where(stop & short, float("-inf"), x)
     if HAS_REP:
-        r = tl.load(rep_ptr + b)
-        x = tl.where(seen, tl.where(x < 0, x * r, tl.math.div_rn(x, r)), x)
+        x = tl.where(seen, tl.where(x < 0, x * rep, tl.math.div_rn(x, rep)), x)
     if HAS_BIAS:
-        x = x + tl.load(bias_ptr + b * V + offs, mask=live, other=0.0)
-    tl.store(out_ptr + row.to(tl.int64) * V + offs, x, mask=live)
+        x = x + bias
+    return x
+
+
+@triton.jit
+def _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """What the adjustment reads of the request at tokens `tok`: (count, stop token, bias)."""
+    c = tl.load(req_counts + tok, mask=live, other=0.0)
+    stop = tl.zeros(tok.shape, tl.int1)
+    bias = tl.zeros(tok.shape, tl.float32)
+    if HAS_STOP:
+        stop = tl.load(req_stop + tok, mask=live, other=0) != 0
+    if HAS_BIAS:
+        bias = tl.load(req_bias + tok, mask=live, other=0.0)
+    return c, stop, bias
+
+
+@triton.jit
+def _adjusted_at(x_row, tok, live, c_req, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ: tl.constexpr,
+                 HAS_PRES: tl.constexpr, HAS_REP: tl.constexpr, HAS_STOP: tl.constexpr, HAS_BIAS: tl.constexpr):
+    """Adjusted logits of the row's tokens `tok` (where `live`), their count being the request's
+    (`c_req`) plus their occurrences on the row's path."""
+    x = tl.load(x_row + tok, mask=live, other=0.0)
+    c = c_req + tl.sum(((tok[:, None] == path[None, :]) & on_path[None, :]).to(tl.float32), axis=1)
+    return _adjusted(x, c, freq, pres, rep, stop, short, bias, HAS_FREQ, HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)
+
+
+@triton.jit
+def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, lc_ptr, ls_ptr, lb_ptr, path_ptr, counts_ptr, rows_ptr,
+                   freq_ptr, pres_ptr, rep_ptr, stop_ptr, short_ptr, bias_ptr, n, V, D, CAP,
+                   HAS_FREQ: tl.constexpr, HAS_PRES: tl.constexpr, HAS_REP: tl.constexpr, HAS_STOP: tl.constexpr,
+                   HAS_BIAS: tl.constexpr, DP: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
+    """Node row pid(0) = b * n + j adjusted in place (fp32): only its request's touched tokens and its
+    path tokens change, so only those are read and written; a request with more than CAP touched
+    tokens is adjusted over the whole row instead. Every path token's raw logit is read before any
+    write (a path token may also be a listed one: both compute the same value from the raw logit)."""
+    row = tl.program_id(0)
+    b = (row // n).to(tl.int64)
+    x_row = x_ptr + b * stride_b + (row % n).to(tl.int64) * stride_n
+    req_counts = counts_ptr + tl.load(rows_ptr + b) * V
+    req_stop, req_bias = stop_ptr + b * V, bias_ptr + b * V
+    freq = 0.0
+    pres = 0.0
+    rep = 0.0
+    short = False
+    if HAS_FREQ:
+        freq = tl.load(freq_ptr + b)
+    if HAS_PRES:
+        pres = tl.load(pres_ptr + b)
+    if HAS_REP:
+        rep = tl.load(rep_ptr + b)
+    if HAS_STOP:
+        short = tl.load(short_ptr + row) != 0
+    d = tl.arange(0, DP)
+    path = tl.load(path_ptr + row.to(tl.int64) * D + d, mask=d < D, other=-1)
+    on_path = path >= 0
+    cnt = tl.load(cnt_ptr + b)
+    if cnt <= CAP:
+        path_tok = tl.maximum(path, 0)
+        path_c, path_stop, path_bias = _request_values(req_counts, req_stop, req_bias, path_tok, on_path, HAS_STOP,
+                                                       HAS_BIAS)
+        path_new = _adjusted_at(x_row, path_tok, on_path, path_c, path_stop, path_bias, path, on_path, freq, pres, rep,
+                                short, HAS_FREQ, HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)
+        tl.debug_barrier()
+        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes
+            e = start + tl.arange(0, CHUNK)
+            live = e < cnt
+            at = b * CAP + e
+            tok = tl.load(ids_ptr + at, mask=live, other=0)
+            c = tl.load(lc_ptr + at, mask=live, other=0.0)
+            stop = tl.zeros([CHUNK], tl.int1)
+            bias = tl.zeros([CHUNK], tl.float32)
+            if HAS_STOP:
+                stop = tl.load(ls_ptr + at, mask=live, other=0) != 0
+            if HAS_BIAS:
+                bias = tl.load(lb_ptr + at, mask=live, other=0.0)
+            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,
+                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)
+            tl.store(x_row + tok, new, mask=live)
+        tl.debug_barrier()
+        tl.store(x_row + path_tok, path_new, mask=on_path)
+    else:
+        for start in range(0, V, BLOCK):
+            tok = start + tl.arange(0, BLOCK)
+            live = tok < V
+            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)
+            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,
+                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)
+            tl.store(x_row + tok, new, mask=live)
+
+
+def _short_rows(pen: Penalties, path: torch.Tensor) -> torch.Tensor | None:
+    """bool [bs, n]: nodes whose output (the request's plus the node's path) is still shorter than
+    min_new_tokens (stop tokens are -inf there); None without stop tokens."""
+    if pen.stop_tokens is None:
+        return None
+    return (pen.out_len[:, None] + (path >= 0).sum(-1)) < pen.min_new_tokens[:, None]
+
+
+def sparse_adjust_triton(x: torch.Tensor, path: torch.Tensor, pen: Penalties, short: torch.Tensor | None,
+                         logit_bias: torch.Tensor | None, cap: int = TOUCHED_CAP) -> torch.Tensor:
+    """Adjust fp32 node logits x [bs, n, V] (last dim contiguous) in place, the path tokens [bs, n, D]
+    counted per node; returns x."""
+    bs, n, vocab = x.shape
+    if x.dtype != torch.float32 or x.stride(-1) != 1:
+        raise ValueError("sparse_adjust_triton adjusts fp32 logits whose last dimension is contiguous")
+    touched = touched_tokens(pen, logit_bias, cap)
+    cnt = touched.count
+    f32 = lambda t: t.float().contiguous()  # noqa: E731
+    depth = path.shape[-1]
+    args = [x, x.stride(0), x.stride(1), *touched.kernel_args(), path.contiguous(), f32(pen.counts), pen.count_rows()]
+    args += [f32(t) if t is not None else cnt for t in (pen.frequency, pen.presence, pen.repetition)]
+    has_stop = pen.stop_tokens is not None
+    args += [pen.stop_tokens.to(torch.int8).contiguous() if has_stop else cnt,
+             short.to(torch.int8).contiguous() if has_stop else cnt,
+             f32(logit_bias) if logit_bias is not None else cnt]
+    if bs * n:
+        _sparse_kernel[(bs * n,)](*args, n, vocab, depth, cap, HAS_FREQ=pen.frequency is not None,
+                                  HAS_PRES=pen.presence is not None, HAS_REP=pen.repetition is not None,
+                                  HAS_STOP=has_stop, HAS_BIAS=logit_bias is not None,
+                                  DP=triton.next_power_of_2(max(depth, 1)), CHUNK=SPARSE_CHUNK, BLOCK=DENSE_BLOCK,
+                                  enable_fp_fusion=False)
+    return x
 
 
 def dense_adjust_torch(logits: torch.Tensor, pen: Penalties, short: torch.Tensor | None,
@@ -134,60 +326,50 @@ def dense_adjust_torch(logits: torch.Tensor, pen: Penalties, short: torch.Tensor
     """fp32 [bs, n, V]: every node's logits adjusted for its request's counts (no path); `short` [bs, n]."""
     stop = None if pen.stop_tokens is None else pen.stop_tokens[:, None, :]
     bias = None if logit_bias is None else logit_bias.float()[:, None, :]
-    return _adjust(logits.float(), pen.counts.float()[:, None, :], pen, stop,
+    return _adjust(logits.float(), pen.request_counts()[:, None, :], pen, stop,
                    None if short is None else short[..., None], bias, (slice(None), None, None))
 
 
-def dense_adjust_triton(logits: torch.Tensor, pen: Penalties, short: torch.Tensor | None,
-                        logit_bias: torch.Tensor | None) -> torch.Tensor:
-    """`dense_adjust_torch` in one pass (a fresh fp32 tensor, never the input)."""
-    bs, n, vocab = logits.shape
-    x = logits.contiguous()
-    out = torch.empty((bs, n, vocab), dtype=torch.float32, device=x.device)
-    f32 = lambda t: t.float().contiguous()  # noqa: E731
-    has_stop = pen.stop_tokens is not None
-    args = [x, f32(pen.counts)]
-    args += [f32(t) if t is not None else out for t in (pen.frequency, pen.presence, pen.repetition)]
-    args += [pen.stop_tokens.to(torch.int8).contiguous() if has_stop else out,
-             short.to(torch.int8).contiguous() if has_stop else out,
-             f32(logit_bias) if logit_bias is not None else out]
-    grid = (bs * n, triton.cdiv(vocab, DENSE_BLOCK))
-    _dense_kernel[grid](*args, out, n, vocab, HAS_FREQ=pen.frequency is not None, HAS_PRES=pen.presence is not None,
-                        HAS_REP=pen.repetition is not None, HAS_STOP=has_stop, HAS_BIAS=logit_bias is not None,
-                        BLOCK=DENSE_BLOCK, enable_fp_fusion=False)
-    return out
-
-
-def apply_path_penalties(logits: torch.Tensor, tokens: torch.Tensor, parent: torch.Tensor, max_depth: int,
-                         penalties: Penalties | None, logit_bias: torch.Tensor | None,
-                         dense: Callable | None = None) -> torch.Tensor:
-    """Adjusted fp32 copy of node logits [bs, n, V]; `tokens`/`parent` [bs, n] are the tree's
-    (node 0 the root), `max_depth` bounds a node's depth (the draft depth). `dense` picks the dense
-    step (default: Triton for CUDA tensors, torch otherwise)."""
-    bs, n, vocab = logits.shape
-    if penalties is None:
-        x = logits.float()
-        return x if logit_bias is None else x + logit_bias.float()[:, None, :]
-    pen = penalties
-    path = path_tokens(tokens, parent, max_depth)  # [bs, n, D]
-    short = None
-    if pen.stop_tokens is not None:
-        short = (pen.out_len[:, None] + (path >= 0).sum(-1)) < pen.min_new_tokens[:, None]  # [bs, n]
-    if dense is None:
-        dense = dense_adjust_triton if logits.is_cuda else dense_adjust_torch
-    x = dense(logits, pen, short, logit_bias)
-    if max_depth == 0:
+def path_adjust_torch(logits: torch.Tensor, path: torch.Tensor, pen: Penalties, short: torch.Tensor | None,
+                      logit_bias: torch.Tensor | None) -> torch.Tensor:
+    """The reference: the dense per-request adjustment, then each node's <= D path tokens recomputed
+    from the raw logits with their path counts and scattered back (a fresh fp32 tensor)."""
+    bs, n, depth = path.shape
+    x = dense_adjust_torch(logits, pen, short, logit_bias)
+    if depth == 0:
         return x
     valid = path >= 0
     # empty slots repeat slot 0 (the node's own token; the root's is token 0 at its dense value)
     tok = torch.where(valid, path, path[..., :1]).clamp(min=0)
     same = (path[..., :, None] == path[..., None, :]) & valid[..., None, :]
-    c = pen.counts.float().gather(1, tok.view(bs, -1)).view(bs, n, max_depth) + same.sum(-1)
-    pstop = None if pen.stop_tokens is None else pen.stop_tokens.gather(1, tok.view(bs, -1)).view(bs, n, max_depth)
-    pbias = None if logit_bias is None else logit_bias.float().gather(1, tok.view(bs, -1)).view(bs, n, max_depth)
+    c = pen.request_counts().gather(1, tok.view(bs, -1)).view(bs, n, depth) + same.sum(-1)
+    pstop = None if pen.stop_tokens is None else pen.stop_tokens.gather(1, tok.view(bs, -1)).view(bs, n, depth)
+    pbias = None if logit_bias is None else logit_bias.float().gather(1, tok.view(bs, -1)).view(bs, n, depth)
     new = _adjust(logits.float().gather(2, tok), c, pen, pstop, None if short is None else short[..., None], pbias,
                   (slice(None), None, None))
     new = torch.where(valid, new, new[..., :1])
     if x.data_ptr() == logits.data_ptr():  # no dense adjustment applied: never write the caller's logits
         return x.scatter(2, tok, new)
     return x.scatter_(2, tok, new)
+
+
+def apply_path_penalties(logits: torch.Tensor, tokens: torch.Tensor, parent: torch.Tensor, max_depth: int,
+                         penalties: Penalties | None, logit_bias: torch.Tensor | None, *,
+                         in_place: bool = False, sparse: bool | None = None) -> torch.Tensor:
+    """Adjusted fp32 node logits [bs, n, V]; `tokens`/`parent` [bs, n] are the tree's (node 0 the
+    root), `max_depth` bounds a node's depth (the draft depth). `in_place`: fp32 logits are adjusted
+    where they are (as SGLang's own penalizers do), else a copy is. `sparse` picks the step: the
+    Triton one that touches only the changed tokens (default on CUDA) or the torch reference."""
+    if penalties is None:
+        x = logits.float()
+        return x if logit_bias is None else x + logit_bias.float()[:, None, :]
+    path = path_tokens(tokens, parent, max_depth)  # [bs, n, D]
+    short = _short_rows(penalties, path)
+    if not (logits.is_cuda if sparse is None else sparse):
+        out = path_adjust_torch(logits, path, penalties, short, logit_bias)
+        return logits.copy_(out) if in_place and logits.dtype == torch.float32 else out
+    if in_place and logits.dtype == torch.float32 and logits.stride(-1) == 1:
+        x = logits
+    else:
+        x = logits.to(torch.float32, memory_format=torch.contiguous_format, copy=True)
+    return sparse_adjust_triton(x, path, penalties, short, logit_bias)

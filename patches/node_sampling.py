@@ -98,6 +98,7 @@ class NodeSampler:
         self.owner: list = [None] * pool_size
 
     def _rows(self, batch, vocab: int, root_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(each request's row of `counts`, its output length), restarting the rows of new requests."""
         slots = [int(r.req_pool_idx) for r in batch.reqs]
         if self.counts is None:
             self.counts = torch.zeros((self.pool_size, vocab), dtype=torch.float32, device=self.device)
@@ -112,7 +113,7 @@ class NodeSampler:
             self.counts[new] = 0.0
             self.counts[new, root_tokens.to(torch.int64)[rows]] = 1.0
             self.out_len[new] = 1
-        return self.counts[idx], self.out_len[idx]
+        return idx, self.out_len[idx]
 
     def committed(self, batch, tokens: torch.Tensor, lengths: torch.Tensor) -> None:
         """Count the round's emitted tokens [bs, L] (first `lengths` of each row)."""
@@ -139,12 +140,12 @@ class NodeSampler:
         if pen or bias is not None:
             penalties = None
             if pen:
-                counts, out_len = self._rows(batch, node_logits.shape[-1], root_tokens)
-                penalties = Penalties(counts=counts, frequency=pen.get("frequency_penalties"),
+                rows, out_len = self._rows(batch, node_logits.shape[-1], root_tokens)
+                penalties = Penalties(counts=self.counts, rows=rows, frequency=pen.get("frequency_penalties"),
                                       presence=pen.get("presence_penalties"), repetition=pen.get("repetition_penalties"),
                                       out_len=out_len, min_new_tokens=pen.get("min_new_tokens"),
                                       stop_tokens=pen.get("stop_tokens"))
-            logits = apply_path_penalties(node_logits, tree_tokens, parent, max_depth, penalties, bias)
+            logits = apply_path_penalties(node_logits, tree_tokens, parent, max_depth, penalties, bias, in_place=True)
         if info.is_all_greedy:
             return logits.argmax(dim=-1)
         seed = info.sampling_seed if getattr(info, "sampling_seed", None) is not None else generator

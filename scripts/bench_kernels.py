@@ -40,9 +40,10 @@ Sections (`--sections`, all by default):
   those with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
   on a first-child path at budget 64: where the time goes (GPU only).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
-  path counted): the dense step and the walk to the root, each as torch ops (previous) and Triton
-  (runtime), and the runtime's whole call, side by side; fails if a Triton step differs from its
-  torch reference in any bit.
+  path counted): the torch reference (dense, then the path tokens) against the runtime's sparse
+  in-place step (its touched-token list alone too), the walk to the root as torch ops and Triton,
+  and the runtime's whole call, side by side; fails if the runtime differs from the reference in
+  any bit.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request); and
   "extra": every DDTree-only step of a round as the runtime runs it (top-K + LSE, tree build,
@@ -75,8 +76,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
-from kernels.path_penalties import (Penalties, apply_path_penalties, dense_adjust_torch, dense_adjust_triton,  # noqa: E402
-                                    path_tokens_torch, path_tokens_triton)
+from kernels.path_penalties import (Penalties, apply_path_penalties, path_adjust_torch, sparse_adjust_triton,  # noqa: E402
+                                    path_tokens_torch, path_tokens_triton, touched_tokens)
 from kernels.posterior import (CUTS, TOP_K_CUTS, TOP_P_CUTS, posterior_tokens_torch, posterior_tokens_triton,  # noqa: E402
                                uniform_torch)
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
@@ -396,22 +397,29 @@ def _case_params(case: tuple, bs: int, device: str | torch.device) -> tuple[list
 
 
 def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positions: torch.Tensor,
-                   penalise: Callable[[torch.Tensor], torch.Tensor]
-                   ) -> tuple[dict[str, Callable[[], torch.Tensor]], Callable[[], tuple[torch.Tensor, ...]]]:
-    """The per-node (one program per node) and split (program per row and block) kernels on one case,
-    and the untimed torch reference: (its tokens, the logits it sampled from, the temperatures)."""
+                   penalise: Callable[[torch.Tensor], torch.Tensor]) -> tuple:
+    """The per-node (one program per node) and split (program per row and block) kernels on one case
+    (timed), the two again from the case's own logits (compared), and the untimed torch reference:
+    (its tokens, the logits it sampled from, the temperatures)."""
     params, min_p = _case_params(case, logits.shape[0], logits.device)
     penalised = case[4]
+    # the penalties adjust the logits in place, as the runtime's verify logits: timed replays drift
+    # (the touched tokens penalised again each time); `fresh` restores them before a compared call
+    work = logits.clone() if penalised else logits
 
     def run(kernel: Callable[..., torch.Tensor]) -> torch.Tensor:
-        x = penalise(logits) if penalised else logits
+        x = penalise(work) if penalised else logits
         return kernel(x, *params, seed, min_p=min_p, positions=positions)
 
     def reference() -> tuple[torch.Tensor, ...]:
-        x = penalise(logits) if penalised else logits
+        x = penalise(work) if penalised else logits
         return posterior_tokens_torch(x, *params, seed, min_p=min_p, positions=positions), x, params[0]
 
-    return {"per_node": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}, reference
+    def fresh(fn: Callable[[], object]) -> Callable[[], object]:
+        return lambda: (work.copy_(logits), fn())[1] if penalised else fn()
+
+    fns = {"per_node": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}
+    return fns, fresh(fns["per_node"]), fresh(fns["split"]), fresh(reference)
 
 
 def cdf_eps(vocab: int) -> float:
@@ -475,17 +483,18 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
         pen = Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
                         frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
                         repetition=torch.full((bs,), 1.3, device=dev))
-        penalise = lambda x: apply_path_penalties(x, tokens, parent, min(args.depth, rows - 1), pen, None)  # noqa: E731
+        penalise = lambda x: apply_path_penalties(x, tokens, parent, min(args.depth, rows - 1), pen, None,  # noqa: E731
+                                                  in_place=True)
         for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
             logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
             argmax = timer.measure({"argmax": lambda logits=logits: logits.argmax(dim=-1)})["argmax"]
             records.append({"batch": bs, "rows": rows, "logits": shape, "case": "torch argmax", "us": argmax})
             table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", ""])
             for name, case in POSTERIOR_CASES.items():
-                fns, reference = _posterior_fns(logits, case, seed, positions, penalise)
-                expected = fns["per_node"]()
+                fns, per_node, split_fn, reference = _posterior_fns(logits, case, seed, positions, penalise)
+                expected = per_node()
                 try:
-                    split = fns["split"]()
+                    split = split_fn()
                     same = bool(torch.equal(expected, split))
                 except Exception as exc:  # never compiled on a GPU before: keep the per-node kernel's figures
                     if not split_errors:
@@ -641,8 +650,11 @@ def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict
 
 
 def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The path penalties' two steps side by side, torch ops (previous) vs Triton (runtime): the dense
-    step and the walk to the root, then the runtime's whole call (both steps plus the path fix)."""
+    """The path penalties side by side: the torch reference (dense adjustment, then the path tokens;
+    the previous runtime ran the dense part as one Triton pass) against the runtime's sparse step
+    (touched-token list + in-place adjustment of only those and the path tokens), and the walk to
+    the root, torch loop vs Triton. The timed in-place calls drift (the same tokens penalised again
+    each replay); the results are compared once, on fresh logits."""
     dev, rows, vocab = args.device, args.rows, args.vocab
     records, table, differ = [], [], []
     for bs in args.batch:
@@ -653,22 +665,28 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
                         frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
                         repetition=torch.full((bs,), 1.3, device=dev))
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * 4
+        work = logits.clone()
         depth = min(args.depth, rows - 1)
-        fns = {"dense torch": lambda: dense_adjust_torch(logits, pen, None, None),
-               "dense Triton": lambda: dense_adjust_triton(logits, pen, None, None),
+        path = path_tokens_triton(tokens, parent, depth)
+        fns = {"reference (torch)": lambda: path_adjust_torch(logits, path, pen, None, None),
+               "touched list": lambda: touched_tokens(pen, None),
+               "sparse in place": lambda: sparse_adjust_triton(work, path, pen, None, None),
                "walk torch": lambda: path_tokens_torch(tokens, parent, depth),
                "walk Triton": lambda: path_tokens_triton(tokens, parent, depth),
-               "whole call": lambda: apply_path_penalties(logits, tokens, parent, depth, pen, None)}
-        same = all(torch.equal(fns[f"{step} torch"](), fns[f"{step} Triton"]()) for step in ("dense", "walk"))
+               "whole call (runtime)": lambda: apply_path_penalties(work, tokens, parent, depth, pen, None,
+                                                                     in_place=True)}
+        same = torch.equal(path_adjust_torch(logits, path, pen, None, None),
+                           apply_path_penalties(logits.clone(), tokens, parent, depth, pen, None, in_place=True))
+        same = same and torch.equal(path, path_tokens_torch(tokens, parent, depth))
         if not same:
             differ.append(f"batch {bs}")
         t = timer.measure(fns)
-        records.append({"batch": bs, "rows": rows, "depth": depth, "us": t, "same": same})
+        records.append({"batch": bs, "rows": rows, "depth": depth, "us": t, "same": same,
+                        "touched": int(touched_tokens(pen, None).count.max())})
         table.append([str(bs), *(_cell(t[name]) for name in fns), "yes" if same else "NO"])
-    _table(f"path penalties (frequency, presence, repetition), {rows} rows per request, depth {min(args.depth, rows - 1)}, "
-           f"V={vocab}, fp32: us per round, median [p10-p90]",
-           ["batch", "dense step, torch (previous)", "dense step, Triton", "walk, torch (previous)", "walk, Triton",
-            "whole call (runtime)", "same results"], table)
+    _table(f"path penalties (frequency, presence, repetition; ~{0.005 * vocab:.0f} touched tokens per request), "
+           f"{rows} rows per request, depth {min(args.depth, rows - 1)}, V={vocab}, fp32: us per round, median [p10-p90]",
+           ["batch", *fns, "same results"], table)
     if differ:
         raise RuntimeError(f"a Triton step differs from its torch reference at {differ}")
     return records

@@ -1,33 +1,39 @@
-"""The Triton steps of the path penalties (`kernels/path_penalties.py`): the one-pass dense step
-and the walk to the root that lists each node's path tokens.
+"""The Triton steps of the path penalties (`kernels/path_penalties.py`): the list of each request's
+touched tokens, the in-place sparse adjustment and the walk to the root that lists each node's path
+tokens.
 
-It must equal the torch ops bit for bit (the same fp32 operations in the same order, IEEE division,
-no fused multiply-add), for each penalty alone and all together, with min-new-tokens stop rows that
-differ per node, logit bias, bf16 or fp32 logits and a vocabulary that ends mid-block. On the CPU
-the kernel runs interpreted; on CUDA (`-m gpu`) compiled, where a fused multiply-add or an
-approximate division would show as a bit difference.
+The sparse step must equal the torch reference (dense adjustment, then the path tokens) bit for bit
+(the same fp32 operations in the same order, IEEE division, no fused multiply-add), for each
+penalty alone and all together, with min-new-tokens stop rows that differ per node, logit bias,
+bf16 or fp32 logits, a vocabulary that ends mid-block, path tokens that are also listed ones, and
+requests past the list's cap (adjusted over whole rows). On the CPU the kernels run interpreted; on
+CUDA (`-m gpu`) compiled, where a fused multiply-add or an approximate division would show as a
+bit difference.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
 
 from tests.kernels_env import DEVICES
 
-from kernels.path_penalties import (DENSE_BLOCK, Penalties, apply_path_penalties, dense_adjust_torch,
-                                    dense_adjust_triton, path_tokens_torch, path_tokens_triton)
+from kernels.path_penalties import (DENSE_BLOCK, Penalties, apply_path_penalties, path_adjust_torch, path_tokens,
+                                    path_tokens_torch, path_tokens_triton, sparse_adjust_triton, touched_tokens)
 
 PARENT = torch.tensor([[-1, 0, 0, 1, 1, 3, 2, 5, 6], [-1, 0, 1, 2, 3, 0, 5, 1, 7]])
 
 
 def _case(vocab: int, dtype: torch.dtype, device: str, **use: bool):
-    """Logits [2, 9, V], tree tokens with repeats, and penalties with the fields `use` names."""
+    """Logits [2, 9, V], tree tokens with repeats (some with counts, some not), and penalties with
+    the fields `use` names."""
     gen = torch.Generator().manual_seed(vocab)
     bs, n = PARENT.shape
     logits = (torch.randn(bs, n, vocab, generator=gen) * 3).to(dtype)
-    tokens = torch.randint(0, 6, (bs, n), generator=gen)
-    counts = torch.randint(0, 3, (bs, vocab), generator=gen).float() * (torch.rand(bs, vocab, generator=gen) < 0.3)
+    tokens = torch.randint(0, 12, (bs, n), generator=gen)
+    counts = torch.randint(0, 3, (bs, vocab), generator=gen).float() * (torch.rand(bs, vocab, generator=gen) < 0.1)
     stop = torch.zeros(bs, vocab, dtype=torch.bool)
     stop[:, [1, vocab - 1]] = True
     per_req = {"frequency": torch.tensor([0.5, 0.1]), "presence": torch.tensor([0.3, -0.2]),
@@ -37,7 +43,10 @@ def _case(vocab: int, dtype: torch.dtype, device: str, **use: bool):
         fields.update(stop_tokens=stop.to(device), out_len=torch.tensor([3, 10], device=device),
                       min_new_tokens=torch.tensor([5, 4], device=device))
     pen = Penalties(counts=counts.to(device), **fields)
-    bias = torch.randn(bs, vocab, generator=gen).to(device) if use.get("bias") else None
+    bias = None
+    if use.get("bias"):  # sparse, as SGLang's logit_bias from a request's {token: bias}
+        bias = torch.randn(bs, vocab, generator=gen) * (torch.rand(bs, vocab, generator=gen) < 0.05)
+        bias = bias.to(device)
     return logits.to(device), tokens.to(device), PARENT.to(device), pen, bias
 
 
@@ -51,38 +60,103 @@ SETTINGS = {
 }
 
 
+def _short(pen: Penalties, path: torch.Tensor) -> torch.Tensor | None:
+    if pen.stop_tokens is None:
+        return None
+    return (pen.out_len[:, None] + (path >= 0).sum(-1)) < pen.min_new_tokens[:, None]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(SETTINGS))
 @pytest.mark.parametrize("vocab,dtype", [(300, torch.float32), (DENSE_BLOCK + 77, torch.bfloat16)])
-def test_dense_step_equals_torch_bitwise(device: str, name: str, vocab: int, dtype: torch.dtype) -> None:
-    logits, _, _, pen, bias = _case(vocab, dtype, device, **SETTINGS[name])
-    short = torch.tensor([[1, 1, 0, 1, 0, 0, 1, 0, 1], [0, 0, 0, 0, 0, 0, 0, 0, 1]], dtype=torch.bool, device=device)
-    short = short if pen.stop_tokens is not None else None
-    want = dense_adjust_torch(logits, pen, short, bias)
-    got = dense_adjust_triton(logits, pen, short, bias)
-    assert got.dtype == torch.float32 and got.data_ptr() != logits.data_ptr()
+@pytest.mark.parametrize("cap", [4096, 8])  # every request listed / both past the cap (whole rows)
+def test_sparse_step_equals_torch_bitwise(device: str, name: str, vocab: int, dtype: torch.dtype, cap: int) -> None:
+    logits, tokens, parent, pen, bias = _case(vocab, dtype, device, **SETTINGS[name])
+    path = path_tokens(tokens, parent, 4)
+    short = _short(pen, path)
+    want = path_adjust_torch(logits, path, pen, short, bias)
+    x = logits.float()
+    got = sparse_adjust_triton(x, path, pen, short, bias, cap=cap)
+    assert got.data_ptr() == x.data_ptr()
     assert torch.equal(got, want), (got - want).abs().max()
-    if name == "stop":  # the stop tokens are -inf exactly on the short rows
-        assert torch.isinf(got[short][:, 1]).all() and not torch.isinf(got[~short][:, 1]).any()
+    if name == "stop":  # the stop token is -inf exactly on the short rows (token 1 is never on a path with counts)
+        assert torch.isinf(got[short][:, vocab - 1]).all() and not torch.isinf(got[~short][:, vocab - 1]).any()
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_path_penalties_same_with_either_dense_step(device: str) -> None:
-    """The whole per-node adjustment (dense step, then each node's path tokens) is the same with the
-    Triton dense step, and the caller's logits are never written."""
+def test_touched_tokens_list_each_changed_token_once(device: str) -> None:
+    logits, _, _, pen, bias = _case(DENSE_BLOCK * 2 + 5, torch.float32, device, **SETTINGS["all"])
+    got = touched_tokens(pen, bias, cap=4096)
+    want = (pen.counts > 0) | pen.stop_tokens | (bias != 0)
+    for b in range(2):
+        n = int(got.count[b])
+        assert n == int(want[b].sum())
+        order = got.ids[b, :n].long().argsort()
+        listed = got.ids[b, :n].long()[order]
+        assert torch.equal(listed, want[b].nonzero().flatten())  # with what the adjustment reads of each
+        assert torch.equal(got.counts[b, :n][order], pen.counts[b, listed])
+        assert torch.equal(got.stop[b, :n][order] != 0, pen.stop_tokens[b, listed])
+        assert torch.equal(got.bias[b, :n][order], bias[b, listed])
+    few = touched_tokens(pen, bias, cap=8)  # the count goes past the cap; the list stops at it
+    assert torch.equal(few.count, got.count)
+    full = int(got.count.max())  # a list filled to its last slot
+    filled = touched_tokens(pen, bias, cap=full)
+    b = int(got.count.argmax())
+    assert torch.equal(filled.ids[b].long().sort().values, want[b].nonzero().flatten())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_on_a_verify_view(device: str) -> None:
+    """The runtime's call: fp32 node logits that are a view of wider verify logits are adjusted where
+    they are (the verify's other columns untouched), and equal the reference."""
+    logits, tokens, parent, pen, bias = _case(300, torch.float32, device, **SETTINGS["all"])
+    wide = torch.cat([logits, torch.full_like(logits[:, :3], 7.0)], dim=1)  # width 12 > 9 nodes
+    view = wide[:, :9]
+    want = apply_path_penalties(logits, tokens, parent, 4, pen, bias, sparse=False)
+    got = apply_path_penalties(view, tokens, parent, 4, pen, bias, in_place=True)
+    assert got.data_ptr() == wide.data_ptr() and torch.equal(got, want)
+    assert torch.equal(wide[:, 9:], torch.full_like(logits[:, :3], 7.0))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_copy_unless_in_place(device: str, in_place: bool) -> None:
+    """Without `in_place` the caller's logits are never written; bf16 logits always get an fp32 copy."""
     logits, tokens, parent, pen, bias = _case(300, torch.float32, device, **SETTINGS["all"])
     before = logits.clone()
-    want = apply_path_penalties(logits, tokens, parent, 4, pen, bias, dense=dense_adjust_torch)
-    got = apply_path_penalties(logits, tokens, parent, 4, pen, bias, dense=dense_adjust_triton)
-    assert torch.equal(got, want)
+    want = apply_path_penalties(logits, tokens, parent, 4, pen, bias, sparse=False)
     assert torch.equal(logits, before)
+    got = apply_path_penalties(logits, tokens, parent, 4, pen, bias, in_place=in_place)
+    assert torch.equal(got, want)
+    assert (got.data_ptr() == logits.data_ptr()) == in_place
+    assert torch.equal(logits, want if in_place else before)
+    half = before.bfloat16()
+    out = apply_path_penalties(half, tokens, parent, 4, pen, bias, in_place=True)
+    assert out.dtype == torch.float32 and torch.equal(half, before.bfloat16())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("cap", [4096, 8])
+def test_counts_read_from_a_pool_by_row(device: str, cap: int) -> None:
+    """The runtime's counts are a pool (one row per request slot) read in place through `rows`: the
+    same results as the requests' gathered counts, for the reference and the sparse step."""
+    logits, tokens, parent, pen, bias = _case(300, torch.float32, device, **SETTINGS["all"])
+    pool = torch.zeros(5, 300, device=device)
+    rows = torch.tensor([3, 1], device=device)
+    pool[rows] = pen.counts
+    pooled = dataclasses.replace(pen, counts=pool, rows=rows)
+    path = path_tokens(tokens, parent, 4)
+    short = _short(pen, path)
+    want = path_adjust_torch(logits, path, pen, short, bias)
+    assert torch.equal(path_adjust_torch(logits, path, pooled, short, bias), want)
+    assert torch.equal(sparse_adjust_triton(logits.clone(), path, pooled, short, bias, cap=cap), want)
 
 
 def test_no_dense_adjustment_leaves_the_logits_alone() -> None:
-    """Counts but no penalty value: the dense step returns its input, so the path step must copy."""
+    """Counts but no penalty value: the reference's dense step returns its input, so the path step must copy."""
     logits, tokens, parent, _, _ = _case(64, torch.float32, "cpu")
     before = logits.clone()
-    out = apply_path_penalties(logits, tokens, parent, 4, Penalties(counts=torch.ones(2, 64)), None)
+    out = apply_path_penalties(logits, tokens, parent, 4, Penalties(counts=torch.ones(2, 64)), None, sparse=False)
     assert torch.equal(out, before) and torch.equal(logits, before)
 
 

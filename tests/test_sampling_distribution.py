@@ -258,8 +258,11 @@ def test_interpreted_triton_matches_sglang(name: str) -> None:
     _check(name, _draw(name, TRITON_SETTINGS[name], posterior_tokens_triton))
 
 
-def test_path_penalties_per_node() -> None:
-    """Every node of a random tree gets SGLang's adjustment for counts + its own path."""
+@pytest.mark.parametrize("sparse", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not INTERPRETED, reason="the CPU run interprets Triton; on CUDA the equality tests cover it"))])
+def test_path_penalties_per_node(sparse: bool) -> None:
+    """Every node of a random tree gets SGLang's adjustment for counts + its own path: the torch
+    reference and the runtime's sparse Triton step (interpreted)."""
     gen = torch.Generator().manual_seed(2)
     bs, n, vocab, depth = 2, 9, 40, 4
     parent = torch.tensor([[-1, 0, 0, 1, 1, 3, 2, 5, 6], [-1, 0, 1, 2, 3, 0, 5, 1, 7]])
@@ -272,7 +275,7 @@ def test_path_penalties_per_node() -> None:
     pen = Penalties(counts=counts.float(), frequency=torch.tensor([0.5, 0.1]), presence=torch.tensor([0.3, -0.2]),
                     repetition=torch.tensor([1.3, 0.8]), out_len=torch.tensor([3, 10]),
                     min_new_tokens=torch.tensor([5, 4]), stop_tokens=stop)
-    got = apply_path_penalties(raw.float(), tokens, parent, depth, pen, bias.float())
+    got = apply_path_penalties(raw.float(), tokens, parent, depth, pen, bias.float(), sparse=sparse)
     for b in range(bs):
         for j in range(n):
             c, node, d = counts[b].clone(), j, 0

@@ -268,6 +268,61 @@ TRITON = (
            "        reach = reach | ((bmax == lowest) & (bi * BLOCK < tok))\n",
            "        reach = reach\n",
            ("tests/test_kernels_posterior_split.py::test_ties_and_block_boundaries",)),
+    Mutant("penalties: a node's path not counted", "kernels/path_penalties.py",
+           "c = c_req + tl.sum(((tok[:, None] == path[None, :]) & on_path[None, :]).to(tl.float32), axis=1)",
+           "c = c_req", ("tests/test_kernels_path_penalties.py",)),
+    Mutant("penalties: the path tokens' values never written", "kernels/path_penalties.py",
+           "        tl.debug_barrier()\n        tl.store(x_row + path_tok, path_new, mask=on_path)\n",
+           "        tl.debug_barrier()\n", ("tests/test_kernels_path_penalties.py",)),
+    Mutant("penalties: path tokens read after the listed ones were written", "kernels/path_penalties.py",
+           ('        path_c, path_stop, path_bias = _request_values(req_counts, req_stop, req_bias, path_tok, on_path, HAS_STOP,\n'
+            '                                                       HAS_BIAS)\n'
+            '        path_new = _adjusted_at(x_row, path_tok, on_path, path_c, path_stop, path_bias, path, on_path, freq, pres, rep,\n'
+            '                                short, HAS_FREQ, HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
+            '        tl.debug_barrier()\n'
+            "        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
+            '            e = start + tl.arange(0, CHUNK)\n'
+            '            live = e < cnt\n'
+            '            at = b * CAP + e\n'
+            '            tok = tl.load(ids_ptr + at, mask=live, other=0)\n'
+            '            c = tl.load(lc_ptr + at, mask=live, other=0.0)\n'
+            '            stop = tl.zeros([CHUNK], tl.int1)\n'
+            '            bias = tl.zeros([CHUNK], tl.float32)\n'
+            '            if HAS_STOP:\n'
+            '                stop = tl.load(ls_ptr + at, mask=live, other=0) != 0\n'
+            '            if HAS_BIAS:\n'
+            '                bias = tl.load(lb_ptr + at, mask=live, other=0.0)\n'
+            '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
+            '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
+            '            tl.store(x_row + tok, new, mask=live)\n'
+            '        tl.debug_barrier()\n'
+            '        tl.store(x_row + path_tok, path_new, mask=on_path)\n'),
+           ("        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
+            '            e = start + tl.arange(0, CHUNK)\n'
+            '            live = e < cnt\n'
+            '            at = b * CAP + e\n'
+            '            tok = tl.load(ids_ptr + at, mask=live, other=0)\n'
+            '            c = tl.load(lc_ptr + at, mask=live, other=0.0)\n'
+            '            stop = tl.zeros([CHUNK], tl.int1)\n'
+            '            bias = tl.zeros([CHUNK], tl.float32)\n'
+            '            if HAS_STOP:\n'
+            '                stop = tl.load(ls_ptr + at, mask=live, other=0) != 0\n'
+            '            if HAS_BIAS:\n'
+            '                bias = tl.load(lb_ptr + at, mask=live, other=0.0)\n'
+            '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
+            '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
+            '            tl.store(x_row + tok, new, mask=live)\n'
+            '        tl.debug_barrier()\n'
+            '        path_c, path_stop, path_bias = _request_values(req_counts, req_stop, req_bias, path_tok, on_path, HAS_STOP,\n'
+            '                                                       HAS_BIAS)\n'
+            '        path_new = _adjusted_at(x_row, path_tok, on_path, path_c, path_stop, path_bias, path, on_path, freq, pres, rep,\n'
+            '                                short, HAS_FREQ, HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
+            '        tl.store(x_row + path_tok, path_new, mask=on_path)\n'),
+           ("tests/test_kernels_path_penalties.py",)),
+    Mutant("penalties: the list's last slot dropped", "kernels/path_penalties.py",
+           "keep = (flag != 0) & (pos < CAP)", "keep = (flag != 0) & (pos < CAP - 1)", ("tests/test_kernels_path_penalties.py",)),
+    Mutant("penalties: counts read by request index, not pool row", "kernels/path_penalties.py",
+           "    req_counts = counts_ptr + tl.load(rows_ptr + b) * V\n", "    req_counts = counts_ptr + b * V\n", ("tests/test_kernels_path_penalties.py",)),
 )
 
 MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON

@@ -24,7 +24,6 @@ division. The walk to the root that lists each node's path tokens is one Triton 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
@@ -118,67 +117,42 @@ SPARSE_CHUNK = 256
 DENSE_BLOCK = 1024
 
 
-class Touched(NamedTuple):
-    """Per request, the tokens whose logit its adjustment can change, with what the adjustment reads
-    of them (so the per-node pass reads these rows, not the [bs, V] tensors at random): the first
-    min(count, cap) in any order, each token once."""
-
-    ids: torch.Tensor  # int32 [bs, cap]
-    count: torch.Tensor  # int32 [bs]: the whole count, possibly above cap
-    counts: torch.Tensor  # fp32 [bs, cap]: the request's count of each listed token
-    stop: torch.Tensor | None  # int8 [bs, cap]: a stop token (None without stop tokens)
-    bias: torch.Tensor | None  # fp32 [bs, cap]: its logit bias (None without a bias)
-
-    def kernel_args(self) -> list[torch.Tensor]:
-        """The lists as the kernels take them (an absent one as a placeholder they never read)."""
-        return [self.ids, self.count, self.counts, *(t if t is not None else self.count for t in (self.stop, self.bias))]
-
-
 @triton.jit
-def _touched_kernel(counts_ptr, rows_ptr, stop_ptr, bias_ptr, ids_ptr, cnt_ptr, lc_ptr, ls_ptr, lb_ptr, V, CAP,
+def _touched_kernel(counts_ptr, rows_ptr, stop_ptr, bias_ptr, ids_ptr, cnt_ptr, V, CAP,
                     HAS_STOP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
     """Append block pid(1) of request pid(0)'s touched tokens to its list (any order: each token once)."""
     b = tl.program_id(0).to(tl.int64)
     idx = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     live = idx < V
-    c = tl.load(counts_ptr + tl.load(rows_ptr + b) * V + idx, mask=live, other=0.0)
-    flag = c > 0
+    flag = tl.load(counts_ptr + tl.load(rows_ptr + b) * V + idx, mask=live, other=0.0) > 0
     if HAS_STOP:
-        stop = tl.load(stop_ptr + b * V + idx, mask=live, other=0)
-        flag = flag | (stop != 0)
+        flag = flag | (tl.load(stop_ptr + b * V + idx, mask=live, other=0) != 0)
     if HAS_BIAS:
-        bias = tl.load(bias_ptr + b * V + idx, mask=live, other=0.0)
-        flag = flag | (bias != 0)
+        flag = flag | (tl.load(bias_ptr + b * V + idx, mask=live, other=0.0) != 0)
     flag = (flag & live).to(tl.int32)
     k = tl.sum(flag, axis=0)
     if k > 0:
         pos = tl.atomic_add(cnt_ptr + b, k) + tl.cumsum(flag, axis=0) - 1
-        keep = (flag != 0) & (pos < CAP)
-        at = b * CAP + pos
-        tl.store(ids_ptr + at, idx, mask=keep)
-        tl.store(lc_ptr + at, c, mask=keep)
-        if HAS_STOP:
-            tl.store(ls_ptr + at, stop, mask=keep)
-        if HAS_BIAS:
-            tl.store(lb_ptr + at, bias, mask=keep)
+        tl.store(ids_ptr + b * CAP + pos, idx, mask=(flag != 0) & (pos < CAP))
 
 
-def touched_tokens(pen: Penalties, logit_bias: torch.Tensor | None, cap: int = TOUCHED_CAP) -> Touched:
-    """Each request's touched tokens (`Touched`), listed in one pass over its counts."""
+def touched_tokens(pen: Penalties, logit_bias: torch.Tensor | None, cap: int = TOUCHED_CAP
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per request, the tokens whose logit its adjustment can change: int32 ids [bs, cap] (the first
+    min(count, cap) in any order, each token once) and int32 count [bs] (the whole count, possibly
+    above cap). One pass over the counts. (Listing each token's count, stop flag and bias beside it,
+    for the next pass to read in order, was slower on the H200: docs/kernels.md.)"""
     rows = pen.count_rows()
     bs, vocab = rows.shape[0], pen.counts.shape[1]
     dev = pen.counts.device
-    has_stop, has_bias = pen.stop_tokens is not None, logit_bias is not None
-    out = Touched(torch.empty((bs, cap), dtype=torch.int32, device=dev), torch.zeros(bs, dtype=torch.int32, device=dev),
-                  torch.empty((bs, cap), dtype=torch.float32, device=dev),
-                  torch.empty((bs, cap), dtype=torch.int8, device=dev) if has_stop else None,
-                  torch.empty((bs, cap), dtype=torch.float32, device=dev) if has_bias else None)
-    stop = pen.stop_tokens.to(torch.int8).contiguous() if has_stop else out.count
-    bias = logit_bias.float().contiguous() if has_bias else out.count
+    ids = torch.empty((bs, cap), dtype=torch.int32, device=dev)
+    cnt = torch.zeros(bs, dtype=torch.int32, device=dev)
+    stop = pen.stop_tokens.to(torch.int8).contiguous() if pen.stop_tokens is not None else cnt
+    bias = logit_bias.float().contiguous() if logit_bias is not None else cnt
     _touched_kernel[(bs, triton.cdiv(vocab, DENSE_BLOCK))](
-        pen.counts.float().contiguous(), rows, stop, bias, *out.kernel_args(), vocab, cap, HAS_STOP=has_stop, HAS_BIAS=has_bias,
-        BLOCK=DENSE_BLOCK)
-    return out
+        pen.counts.float().contiguous(), rows, stop, bias, ids, cnt, vocab, cap,
+        HAS_STOP=pen.stop_tokens is not None, HAS_BIAS=logit_bias is not None, BLOCK=DENSE_BLOCK)
+    return ids, cnt
 
 
 @triton.jit
@@ -224,8 +198,8 @@ def _adjusted_at(x_row, tok, live, c_req, stop, bias, path, on_path, freq, pres,
 
 
 @triton.jit
-def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, lc_ptr, ls_ptr, lb_ptr, path_ptr, counts_ptr, rows_ptr,
-                   freq_ptr, pres_ptr, rep_ptr, stop_ptr, short_ptr, bias_ptr, n, V, D, CAP,
+def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, path_ptr, counts_ptr, rows_ptr, freq_ptr, pres_ptr,
+                   rep_ptr, stop_ptr, short_ptr, bias_ptr, n, V, D, CAP,
                    HAS_FREQ: tl.constexpr, HAS_PRES: tl.constexpr, HAS_REP: tl.constexpr, HAS_STOP: tl.constexpr,
                    HAS_BIAS: tl.constexpr, DP: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     """Node row pid(0) = b * n + j adjusted in place (fp32): only its request's touched tokens and its
@@ -263,15 +237,8 @@ def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, lc_ptr, ls_ptr, 
         for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes
             e = start + tl.arange(0, CHUNK)
             live = e < cnt
-            at = b * CAP + e
-            tok = tl.load(ids_ptr + at, mask=live, other=0)
-            c = tl.load(lc_ptr + at, mask=live, other=0.0)
-            stop = tl.zeros([CHUNK], tl.int1)
-            bias = tl.zeros([CHUNK], tl.float32)
-            if HAS_STOP:
-                stop = tl.load(ls_ptr + at, mask=live, other=0) != 0
-            if HAS_BIAS:
-                bias = tl.load(lb_ptr + at, mask=live, other=0.0)
+            tok = tl.load(ids_ptr + b * CAP + e, mask=live, other=0)
+            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)
             new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,
                                HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)
             tl.store(x_row + tok, new, mask=live)
@@ -302,11 +269,10 @@ def sparse_adjust_triton(x: torch.Tensor, path: torch.Tensor, pen: Penalties, sh
     bs, n, vocab = x.shape
     if x.dtype != torch.float32 or x.stride(-1) != 1:
         raise ValueError("sparse_adjust_triton adjusts fp32 logits whose last dimension is contiguous")
-    touched = touched_tokens(pen, logit_bias, cap)
-    cnt = touched.count
+    ids, cnt = touched_tokens(pen, logit_bias, cap)
     f32 = lambda t: t.float().contiguous()  # noqa: E731
     depth = path.shape[-1]
-    args = [x, x.stride(0), x.stride(1), *touched.kernel_args(), path.contiguous(), f32(pen.counts), pen.count_rows()]
+    args = [x, x.stride(0), x.stride(1), ids, cnt, path.contiguous(), f32(pen.counts), pen.count_rows()]
     args += [f32(t) if t is not None else cnt for t in (pen.frequency, pen.presence, pen.repetition)]
     has_stop = pen.stop_tokens is not None
     args += [pen.stop_tokens.to(torch.int8).contiguous() if has_stop else cnt,

@@ -73,19 +73,20 @@ def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra
     return kw
 
 
-def pair_configs(pair: Path, graph_stage_budgets: tuple[int, ...] = ()) -> list[dict]:
-    """plain, DFLASH, DDTREE per budget; plus, per `graph_stage_budgets`, DDTREE with its tree stage
-    replayed from a CUDA graph (variant "graph": DDTREE_GRAPH_TREE_STAGE=1 in that engine)."""
+def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = ()) -> list[dict]:
+    """plain, DFLASH, DDTREE per budget; plus, per `eager_stage_budgets`, DDTREE with its tree stage
+    launched kernel by kernel (variant "eager stage": DDTREE_GRAPH_TREE_STAGE=0 in that engine; the
+    default replays it from a CUDA graph)."""
     t, d = str(pair / "target"), str(pair / "draft")
     spec = dict(speculative_draft_model_path=d)
     out = [{"name": "plain", "algo": "plain", "budget": None, "extra": {}},
            {"name": "dflash", "algo": "DFLASH", "budget": None, "extra": dict(spec, speculative_algorithm="DFLASH")}]
     out += [{"name": f"ddtree_b{b}", "algo": "DDTREE", "budget": b,
              "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)} for b in BUDGETS]
-    out += [{"name": f"ddtree_b{b}_graph", "algo": "DDTREE", "budget": b, "variant": "graph",
-             "env": {"DDTREE_GRAPH_TREE_STAGE": "1"},
+    out += [{"name": f"ddtree_b{b}_eager_stage", "algo": "DDTREE", "budget": b, "variant": "eager stage",
+             "env": {"DDTREE_GRAPH_TREE_STAGE": "0"},
              "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)}
-            for b in graph_stage_budgets]
+            for b in eager_stage_budgets]
     for c in out:
         c["engine"] = engine_kwargs(t, t, max_bs=max(BATCHES), tokens=65536, extra=c.pop("extra"))
         c["phase"] = "pair"
@@ -446,9 +447,9 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--big-max-new", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=128)
-    ap.add_argument("--graph-stage-budgets", nargs="*", type=int, default=[],
-                    help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=1 (the tree stage as a "
-                         "CUDA graph), beside the eager ones")
+    ap.add_argument("--eager-stage-budgets", nargs="*", type=int, default=[],
+                    help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=0 (the tree stage "
+                         "launched kernel by kernel), beside the default (one CUDA graph replay)")
     ap.add_argument("--big-backends", nargs="+", default=["triton"], choices=["triton", "flashinfer"],
                     help="attention backends of the 8B-shape phase (each gets its DFLASH and DDTREE engine)")
     ap.add_argument("--big-verify-tiles", nargs="*", default=[], metavar="TILE",
@@ -488,7 +489,7 @@ def main() -> None:
         a.pair = tokenizer_only_pair(a.work / "tokenizer-only")
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
-    cfgs = (pair_configs(a.pair, tuple(a.graph_stage_budgets)) if pair_wanted else []) + \
+    cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets)) if pair_wanted else []) + \
         (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles))
          if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")

@@ -682,7 +682,7 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
             differ.append(f"batch {bs}")
         t = timer.measure(fns)
         records.append({"batch": bs, "rows": rows, "depth": depth, "us": t, "same": same,
-                        "touched": int(touched_tokens(pen, None).count.max())})
+                        "touched": int(touched_tokens(pen, None)[1].max())})
         table.append([str(bs), *(_cell(t[name]) for name in fns), "yes" if same else "NO"])
     _table(f"path penalties (frequency, presence, repetition; ~{0.005 * vocab:.0f} touched tokens per request), "
            f"{rows} rows per request, depth {min(args.depth, rows - 1)}, V={vocab}, fp32: us per round, median [p10-p90]",

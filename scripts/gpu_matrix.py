@@ -36,7 +36,7 @@ PROMPTS = {
                list(range(270, 296)), [296]],
     "rand": [[5, 17, 33, 99, 120], [200, 201, 202], list(range(10, 40)), [7] * 12],
 }
-BENCH = {"prompt": [299, 300], "max_new": 256}
+BENCH = {"prompt": [299, 300], "max_new": 256, "repeats": 5}  # timed after one warm-up; the median is reported
 MAX_NEW = 32
 # Off-chain oracle: mixed prompt lengths (2..26) and starts, each ending in two ring neighbours.
 OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [300, 301], [120, 121, 122],
@@ -237,8 +237,9 @@ def summarise(cfgs: list[dict], results: dict[str, dict],
     if d and t:
         bench = {"dflash": d, "ddtree_b8": t, "round_time_ratio": round(t["ms_per_round"] / d["ms_per_round"], 3),
                  "accepted_per_round": {"dflash": d["spec_accept_length"], "ddtree_b8": t["spec_accept_length"]}}
-        lines += ["", f"Round time at budget 8 (target_struct, CUDA graphs, 1 request, {BENCH['max_new']} tokens): "
-                      f"DFLASH {d['ms_per_round']} ms, DDTREE {t['ms_per_round']} ms, "
+        lines += ["", f"Round time at budget 8 (target_struct, CUDA graphs, 1 request, {BENCH['max_new']} tokens, "
+                      f"median of {BENCH['repeats']} runs [min-max]): "
+                      f"DFLASH {d['ms_per_round']} ms {_spread(d)}, DDTREE {t['ms_per_round']} ms {_spread(t)}, "
                       f"ratio DDTREE/DFLASH = {bench['round_time_ratio']}; accepted tokens per round "
                       f"DFLASH {d['spec_accept_length']}, DDTREE {t['spec_accept_length']}."]
     offchain = {c["name"]: rows[c["name"]] for c in cfgs if c.get("suite") == "offchain"}
@@ -250,6 +251,12 @@ def summarise(cfgs: list[dict], results: dict[str, dict],
         for diff in row.get("bug_diffs", []):
             lines.append(f"- {name}: differs from plain at {diff}")
     return {"rows": rows, "bench": bench}, "\n".join(lines)
+
+
+def _spread(bench: dict) -> str:
+    """[min-max] of a timed engine's repeated runs (ms per round)."""
+    runs = bench.get("ms_per_round_all")
+    return f"[{min(runs)}-{max(runs)}]" if runs else ""
 
 
 def main() -> int:

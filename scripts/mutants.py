@@ -283,15 +283,8 @@ TRITON = (
             "        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
             '            e = start + tl.arange(0, CHUNK)\n'
             '            live = e < cnt\n'
-            '            at = b * CAP + e\n'
-            '            tok = tl.load(ids_ptr + at, mask=live, other=0)\n'
-            '            c = tl.load(lc_ptr + at, mask=live, other=0.0)\n'
-            '            stop = tl.zeros([CHUNK], tl.int1)\n'
-            '            bias = tl.zeros([CHUNK], tl.float32)\n'
-            '            if HAS_STOP:\n'
-            '                stop = tl.load(ls_ptr + at, mask=live, other=0) != 0\n'
-            '            if HAS_BIAS:\n'
-            '                bias = tl.load(lb_ptr + at, mask=live, other=0.0)\n'
+            '            tok = tl.load(ids_ptr + b * CAP + e, mask=live, other=0)\n'
+            '            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)\n'
             '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
             '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
             '            tl.store(x_row + tok, new, mask=live)\n'
@@ -300,15 +293,8 @@ TRITON = (
            ("        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
             '            e = start + tl.arange(0, CHUNK)\n'
             '            live = e < cnt\n'
-            '            at = b * CAP + e\n'
-            '            tok = tl.load(ids_ptr + at, mask=live, other=0)\n'
-            '            c = tl.load(lc_ptr + at, mask=live, other=0.0)\n'
-            '            stop = tl.zeros([CHUNK], tl.int1)\n'
-            '            bias = tl.zeros([CHUNK], tl.float32)\n'
-            '            if HAS_STOP:\n'
-            '                stop = tl.load(ls_ptr + at, mask=live, other=0) != 0\n'
-            '            if HAS_BIAS:\n'
-            '                bias = tl.load(lb_ptr + at, mask=live, other=0.0)\n'
+            '            tok = tl.load(ids_ptr + b * CAP + e, mask=live, other=0)\n'
+            '            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)\n'
             '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
             '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
             '            tl.store(x_row + tok, new, mask=live)\n'
@@ -320,7 +306,7 @@ TRITON = (
             '        tl.store(x_row + path_tok, path_new, mask=on_path)\n'),
            ("tests/test_kernels_path_penalties.py",)),
     Mutant("penalties: the list's last slot dropped", "kernels/path_penalties.py",
-           "keep = (flag != 0) & (pos < CAP)", "keep = (flag != 0) & (pos < CAP - 1)", ("tests/test_kernels_path_penalties.py",)),
+           "mask=(flag != 0) & (pos < CAP))", "mask=(flag != 0) & (pos < CAP - 1))", ("tests/test_kernels_path_penalties.py",)),
     Mutant("penalties: counts read by request index, not pool row", "kernels/path_penalties.py",
            "    req_counts = counts_ptr + tl.load(rows_ptr + b) * V\n", "    req_counts = counts_ptr + b * V\n", ("tests/test_kernels_path_penalties.py",)),
 )

@@ -215,11 +215,12 @@ def test_big_shape_configs_have_equal_verify_width(tmp_path: Path) -> None:
     assert d["engine"]["load_format"] == "dummy" and t["engine"]["cuda_graph_max_bs_decode"] == 64
 
 
-def test_graph_stage_variant_runs_beside_the_eager_ddtree_but_not_in_the_goals(tmp_path: Path) -> None:
+def test_eager_stage_variant_runs_beside_the_default_ddtree_but_not_in_the_goals(tmp_path: Path) -> None:
     pair = tmp_path / "pair"
     cfgs = {c["name"]: c for c in bench_e2e.pair_configs(pair, (64,))}
-    g = cfgs["ddtree_b64_graph"]
-    assert g["env"] == {"DDTREE_GRAPH_TREE_STAGE": "1"} and g["variant"] == "graph" and "env" not in cfgs["ddtree_b64"]
+    g = cfgs["ddtree_b64_eager_stage"]
+    assert g["env"] == {"DDTREE_GRAPH_TREE_STAGE": "0"} and g["variant"] == "eager stage"
+    assert "env" not in cfgs["ddtree_b64"]
     assert g["engine"]["speculative_ddtree_budget"] == 64
 
     def rec(config, algo, budget, variant, seconds):
@@ -227,10 +228,10 @@ def test_graph_stage_variant_runs_beside_the_eager_ddtree_but_not_in_the_goals(t
                 "temperature": 0.0, "repeat": 0, "seconds": seconds, "tokens": [64], "verify_ct": [32]}
 
     rows = bench_report.pair_rows([rec("dflash", "DFLASH", None, None, 1.0), rec("ddtree_b64", "DDTREE", 64, None, 2.0),
-                                   rec("ddtree_b64_graph", "DDTREE", 64, "graph", 0.5)])
-    assert [r["config"] for r in rows] == ["dflash", "ddtree_b64", "ddtree_b64_graph"]
+                                   rec("ddtree_b64_eager_stage", "DDTREE", 64, "eager stage", 0.5)])
+    assert [r["config"] for r in rows] == ["dflash", "ddtree_b64", "ddtree_b64_eager_stage"]
     (line,) = [x for x in bench_report.goals(rows, []) if "batch 1" in x and "tokens/s" in x]
-    assert "0.50" in line and "MISS" in line  # the eager ddtree_b64 (0.5x), not the graph variant (2x)
+    assert "0.50" in line and "MISS" in line  # the default ddtree_b64 (0.5x), not the eager-stage variant (2x)
 
 
 def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path) -> None:

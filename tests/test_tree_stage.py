@@ -28,7 +28,9 @@ def test_graphs_only_when_asked_and_the_head_is_whole(ts, monkeypatch):
     assert not ts.TreeStage(head(64, 8), 8, 4, 9, graphs=False).graphed
     sharded = head(64, 8, tp_size=2)
     assert not ts.TreeStage(sharded, 8, 4, 9, graphs=True).graphed
-    for value, wanted in (("", False), ("0", False), ("1", True)):
+    monkeypatch.delenv(ts.ENV, raising=False)
+    assert ts.TreeStage.wanted()  # the default
+    for value, wanted in (("", True), ("0", False), (" 0", False), ("1", True)):
         monkeypatch.setenv(ts.ENV, value)
         assert ts.TreeStage.wanted() is wanted
 

@@ -24,9 +24,11 @@ division. The walk to the root that lists each node's path tokens is one Triton 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
+
 
 @dataclass(frozen=True)
 class Penalties:
@@ -272,7 +274,9 @@ def sparse_adjust_triton(x: torch.Tensor, path: torch.Tensor, pen: Penalties, sh
     ids, cnt = touched_tokens(pen, logit_bias, cap)
     f32 = lambda t: t.float().contiguous()  # noqa: E731
     depth = path.shape[-1]
-    args = [x, x.stride(0), x.stride(1), ids, cnt, path.contiguous(), f32(pen.counts), pen.count_rows()]
+    # an empty path (depth 0) is never read: a placeholder rather than a pointer to no memory
+    args = [x, x.stride(0), x.stride(1), ids, cnt, path.contiguous() if depth else cnt, f32(pen.counts),
+            pen.count_rows()]
     args += [f32(t) if t is not None else cnt for t in (pen.frequency, pen.presence, pen.repetition)]
     has_stop = pen.stop_tokens is not None
     args += [pen.stop_tokens.to(torch.int8).contiguous() if has_stop else cnt,

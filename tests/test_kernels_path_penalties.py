@@ -147,6 +147,15 @@ def test_counts_read_from_a_pool_by_row(device: str, cap: int) -> None:
     assert torch.equal(sparse_adjust_triton(logits.clone(), path, pooled, short, bias, cap=cap), want)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_depth_zero_adjusts_the_touched_tokens_only(device: str) -> None:
+    """No path (a draft depth of 0): every node gets its request's adjustment alone."""
+    logits, tokens, parent, pen, bias = _case(300, torch.float32, device, **SETTINGS["all"])
+    path = path_tokens(tokens, parent, 0)
+    want = path_adjust_torch(logits, path, pen, _short(pen, path), bias)
+    assert torch.equal(sparse_adjust_triton(logits.clone(), path, pen, _short(pen, path), bias), want)
+
+
 def test_no_dense_adjustment_leaves_the_logits_alone() -> None:
     """Counts but no penalty value: the reference's dense step returns its input, so the path step must copy."""
     logits, tokens, parent, _, _ = _case(64, torch.float32, "cpu")

@@ -16,6 +16,7 @@ captured the first time it is seen.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any, Callable, NamedTuple, Optional
 
@@ -27,6 +28,7 @@ from sglang.srt.speculative.ddtree.tree_round import draft_vocab_logits
 from sglang.srt.speculative.ddtree.tree_verify import pad_tree
 
 ENV = "DDTREE_GRAPH_TREE_STAGE"
+logger = logging.getLogger(__name__)
 
 
 class StageOut(NamedTuple):
@@ -66,7 +68,7 @@ class TreeStage:
         self.lm_head, self.budget, self.topk, self.width = lm_head, budget, topk, width
         self.graphed = bool(graphs) and lm_head_shards(lm_head) == 1
         self._factory = graph_factory
-        self._entries: dict[tuple, _Entry] = {}
+        self._entries: dict[tuple, Optional[_Entry]] = {}  # None: that shape runs eagerly (its capture failed)
 
     @staticmethod
     def wanted() -> bool:
@@ -85,13 +87,25 @@ class TreeStage:
         if not (self.graphed and (features.is_cuda or self._factory is not None)):
             return self._run(features)
         key = (tuple(features.shape), features.dtype)
-        entry = self._entries.get(key)
+        if key not in self._entries:
+            self._entries[key] = self._capture_or_none(features)
+        entry = self._entries[key]
         if entry is None:
-            entry = self._capture(features)
-            self._entries[key] = entry
+            return self._run(features)
         entry.features.copy_(features)
         entry.graph.replay()
         return entry.out
+
+    def _capture_or_none(self, features: torch.Tensor) -> Optional[_Entry]:
+        """The shape's graph, or None when capturing it failed (e.g. out of GPU memory for one more
+        graph): that shape then runs eagerly, as with DDTREE_GRAPH_TREE_STAGE=0, and the server goes on."""
+        try:
+            return self._capture(features)
+        except RuntimeError as exc:  # torch.OutOfMemoryError and CUDA capture errors are RuntimeErrors
+            logger.warning("DDTREE: capturing the tree stage for features %s failed (%s: %s); that batch size "
+                           "runs the stage eagerly (DDTREE_GRAPH_TREE_STAGE=0 turns the graphs off).",
+                           tuple(features.shape), type(exc).__name__, str(exc)[:200])
+            return None
 
     def _capture(self, features: torch.Tensor) -> _Entry:
         static = features.contiguous().clone()

@@ -45,6 +45,34 @@ def test_cpu_features_run_eagerly_without_a_stand_in(ts):
     assert got.padded.tokens.shape == (2, 12) and got.tree.tokens.shape == (2, 9)
 
 
+def test_a_failed_capture_runs_that_shape_eagerly_and_keeps_serving(ts, caplog):
+    """A capture that fails (out of memory for one more graph) leaves that batch size eager, is not
+    retried every round, and other shapes still get their graphs."""
+    class FailingAtBatch3:
+        captures = 0
+
+        def capture(self, fn, static):
+            type(self).captures += 1
+            if static.shape[0] == 3:
+                raise torch.OutOfMemoryError("CUDA out of memory (stand-in)")
+            self.fn, self.static, self.out = fn, static, fn(static)
+            return self.out
+
+        def replay(self):
+            pass
+
+    stage = ts.TreeStage(head(64, 8), 8, 4, 12, graphs=True, graph_factory=FailingAtBatch3)
+    for _ in range(2):
+        features = torch.randn(3, 7, 8)
+        got = stage(features)
+        want = stage.from_logits(features @ stage.lm_head.weight.T)
+        assert all(torch.equal(a, b) for a, b in zip(got.padded, want.padded))
+    assert FailingAtBatch3.captures == 1 and stage._entries[((3, 7, 8), torch.float32)] is None
+    assert "runs the stage eagerly" in caplog.text
+    stage(torch.randn(2, 7, 8))
+    assert FailingAtBatch3.captures == 2 and stage._entries[((2, 7, 8), torch.float32)] is not None
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_graph_replay_equals_eager_round_after_round(ts):

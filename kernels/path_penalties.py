@@ -138,6 +138,11 @@ def _touched_kernel(counts_ptr, rows_ptr, stop_ptr, bias_ptr, ids_ptr, cnt_ptr, 
         tl.store(ids_ptr + b * CAP + pos, idx, mask=(flag != 0) & (pos < CAP))
 
 
+def _bytes(mask: torch.Tensor) -> torch.Tensor:
+    """A mask as the int8 the kernels read: a bool mask's own bytes (no [bs, V] copy per call)."""
+    return mask.contiguous().view(torch.int8) if mask.dtype == torch.bool else mask.to(torch.int8).contiguous()
+
+
 def touched_tokens(pen: Penalties, logit_bias: torch.Tensor | None, cap: int = TOUCHED_CAP
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per request, the tokens whose logit its adjustment can change: int32 ids [bs, cap] (the first
@@ -149,7 +154,7 @@ def touched_tokens(pen: Penalties, logit_bias: torch.Tensor | None, cap: int = T
     dev = pen.counts.device
     ids = torch.empty((bs, cap), dtype=torch.int32, device=dev)
     cnt = torch.zeros(bs, dtype=torch.int32, device=dev)
-    stop = pen.stop_tokens.to(torch.int8).contiguous() if pen.stop_tokens is not None else cnt
+    stop = _bytes(pen.stop_tokens) if pen.stop_tokens is not None else cnt
     bias = logit_bias.float().contiguous() if logit_bias is not None else cnt
     _touched_kernel[(bs, triton.cdiv(vocab, DENSE_BLOCK))](
         pen.counts.float().contiguous(), rows, stop, bias, ids, cnt, vocab, cap,
@@ -279,8 +284,7 @@ def sparse_adjust_triton(x: torch.Tensor, path: torch.Tensor, pen: Penalties, sh
             pen.count_rows()]
     args += [f32(t) if t is not None else cnt for t in (pen.frequency, pen.presence, pen.repetition)]
     has_stop = pen.stop_tokens is not None
-    args += [pen.stop_tokens.to(torch.int8).contiguous() if has_stop else cnt,
-             short.to(torch.int8).contiguous() if has_stop else cnt,
+    args += [_bytes(pen.stop_tokens) if has_stop else cnt, _bytes(short) if has_stop else cnt,
              f32(logit_bias) if logit_bias is not None else cnt]
     if bs * n:
         _sparse_kernel[(bs * n,)](*args, n, vocab, depth, cap, HAS_FREQ=pen.frequency is not None,

@@ -121,11 +121,13 @@ def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
 
 
 def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
-                tiles: tuple[str, ...] = ()) -> list[dict]:
+                tiles: tuple[str, ...] = (), eager_stage: bool = False) -> list[dict]:
     """DFLASH and DDTREE on the 8B shape, per attention backend (names `8b_dflash`, `8b_ddtree` on
     triton; `8b_dflash_<backend>`, `8b_ddtree_<backend>` on the others), and on triton one more DDTREE
-    per verify tile (`8b_ddtree_tile_<tile>`, DDTREE_VERIFY_TILE in that engine: variant `tile <tile>`);
-    DFLASH verifies without a mask, so the tile would not change it."""
+    per verify tile (`8b_ddtree_tile_<tile>`, DDTREE_VERIFY_TILE in that engine: variant `verify tile
+    <tile>`) and, with `eager_stage`, one with its tree stage launched kernel by kernel
+    (`8b_ddtree_eager_stage`, DDTREE_GRAPH_TREE_STAGE=0: variant `eager stage`); each variant pairs
+    with the same DFLASH (which verifies without a mask and has no tree stage)."""
     target, draft = write_big_shape(root, pair)
     # no detokenizing: a random 8B model emits ids far beyond the borrowed tokenizer's 4096
     spec = dict(speculative_draft_model_path=str(draft), load_format="dummy", skip_tokenizer_init=True)
@@ -137,8 +139,11 @@ def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
                      {"name": f"8b_ddtree{tail}", "algo": "DDTREE", "budget": BIG_BLOCK - 1,
                       "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=BIG_BLOCK - 1)}]
         if backend == "triton":
-            pair_cfgs += [dict(pair_cfgs[1], name=f"8b_ddtree_tile_{t}", variant=f"tile {t}",
+            pair_cfgs += [dict(pair_cfgs[1], name=f"8b_ddtree_tile_{t}", variant=f"verify tile {t}",
                                env={"DDTREE_VERIFY_TILE": t}, extra=dict(pair_cfgs[1]["extra"])) for t in tiles]
+            if eager_stage:
+                pair_cfgs.append(dict(pair_cfgs[1], name="8b_ddtree_eager_stage", variant="eager stage",
+                                      env={"DDTREE_GRAPH_TREE_STAGE": "0"}, extra=dict(pair_cfgs[1]["extra"])))
         for c in pair_cfgs:
             c["engine"] = engine_kwargs(str(target), str(target), max_bs=max(BIG_BATCHES), tokens=40000,
                                         extra=dict(c.pop("extra"), attention_backend=backend))
@@ -455,6 +460,9 @@ def main() -> None:
     ap.add_argument("--big-verify-tiles", nargs="*", default=[], metavar="TILE",
                     help="also run the 8B-shape DDTREE on triton with DDTREE_VERIFY_TILE=TILE (e.g. M32N64w4, or "
                          "sglang for SGLang's own tile), one engine per tile, beside the default")
+    ap.add_argument("--big-eager-stage", action="store_true",
+                    help="also run the 8B-shape DDTREE on triton with DDTREE_GRAPH_TREE_STAGE=0 (its tree stage "
+                         "launched kernel by kernel), beside the default (one CUDA graph replay)")
     ap.add_argument("--big-batches", nargs="+", type=int, default=list(BIG_BATCHES),
                     help=f"batch sizes of the 8B-shape phase (default {' '.join(map(str, BIG_BATCHES))})")
     ap.add_argument("--phases", default="pair0,pair1,big",
@@ -490,7 +498,7 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
     cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets)) if pair_wanted else []) + \
-        (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles))
+        (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles), a.big_eager_stage)
          if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)

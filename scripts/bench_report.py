@@ -193,7 +193,7 @@ def pair_table(rows: list[dict], temperature: float) -> list[str]:
 
 
 def big_label(backend: str, variant: str | None) -> str:
-    return f"{backend} attention" + (f", DDTREE verify {variant}" if variant else "")
+    return f"{backend} attention" + (f", DDTREE {variant}" if variant else "")
 
 
 def big_table(rows: list[dict]) -> list[str]:

@@ -268,7 +268,7 @@ def test_a_verify_tile_is_one_more_ddtree_engine_paired_with_the_same_dflash(tmp
     cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton", "flashinfer"), ("M16N64w4",))
     assert [(c["name"], c.get("variant"), c.get("env")) for c in cfgs] == [
         ("8b_dflash", None, None), ("8b_ddtree", None, None),
-        ("8b_ddtree_tile_M16N64w4", "tile M16N64w4", {"DDTREE_VERIFY_TILE": "M16N64w4"}),
+        ("8b_ddtree_tile_M16N64w4", "verify tile M16N64w4", {"DDTREE_VERIFY_TILE": "M16N64w4"}),
         ("8b_dflash_flashinfer", None, None), ("8b_ddtree_flashinfer", None, None)]
     assert cfgs[2]["engine"] == cfgs[1]["engine"]  # only the environment differs
 
@@ -278,14 +278,40 @@ def test_a_verify_tile_is_one_more_ddtree_engine_paired_with_the_same_dflash(tmp
                 "tokens": [64]}
 
     rows = bench_report.big_rows([rec("8b_dflash", "DFLASH", 0.1), rec("8b_ddtree", "DDTREE", 0.12),
-                                  rec("8b_ddtree_tile_M16N64w4", "DDTREE", 0.105, "tile M16N64w4")])
+                                  rec("8b_ddtree_tile_M16N64w4", "DDTREE", 0.105, "verify tile M16N64w4")])
     assert [(r["variant"], r["ratio"]) for r in rows] == [(None, [pytest.approx(1.2)]),
-                                                           ("tile M16N64w4", [pytest.approx(1.05)])]
+                                                           ("verify tile M16N64w4", [pytest.approx(1.05)])]
     assert rows[1]["dflash_ms"] == rows[0]["dflash_ms"]
     lines = bench_report.goals([], rows)
     assert any("(triton attention): worst 1.20" in x and "MISS" in x for x in lines)
     assert any("(triton attention, DDTREE verify tile M16N64w4): worst 1.05" in x and "PASS" in x for x in lines)
-    assert "| triton, tile M16N64w4 | 8 |" in "\n".join(bench_report.big_table(rows))
+    assert "| triton, verify tile M16N64w4 | 8 |" in "\n".join(bench_report.big_table(rows))
+
+
+def test_big_eager_stage_is_one_more_ddtree_engine_with_the_graphs_off(tmp_path: Path) -> None:
+    """--big-eager-stage: a DDTREE engine on triton whose environment turns the tree stage's CUDA graph
+    off; the report pairs it with the same DFLASH under its own goal line."""
+    pair = tmp_path / "pair"
+    (pair / "target").mkdir(parents=True)
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (pair / "target" / f).write_text("{}")
+    cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton",), (), eager_stage=True)
+    assert [(c["name"], c.get("variant"), c.get("env")) for c in cfgs] == [
+        ("8b_dflash", None, None), ("8b_ddtree", None, None),
+        ("8b_ddtree_eager_stage", "eager stage", {"DDTREE_GRAPH_TREE_STAGE": "0"})]
+    assert cfgs[2]["engine"] == cfgs[1]["engine"]
+    assert "8b_ddtree_eager_stage" not in [c["name"] for c in bench_e2e.big_configs(tmp_path / "b2", pair)]
+
+    def rec(config, algo, seconds, variant=None):
+        return {"phase": "big", "config": config, "algo": algo, "batch": 1, "repeat": 0, "backend": "triton",
+                "variant": variant, "seconds": seconds, "prefill_seconds": 0.0, "rounds": 10, "verify_ct": [10],
+                "tokens": [64]}
+
+    rows = bench_report.big_rows([rec("8b_dflash", "DFLASH", 0.1), rec("8b_ddtree", "DDTREE", 0.1),
+                                  rec("8b_ddtree_eager_stage", "DDTREE", 0.13, "eager stage")])
+    lines = bench_report.goals([], rows)
+    assert any("(triton attention, DDTREE eager stage): worst 1.30" in x and "MISS" in x for x in lines)
+    assert any("(triton attention): worst 1.00" in x and "PASS" in x for x in lines)
 
 
 @pytest.mark.parametrize("argv, why", [(["--big-verify-tiles", "M24N64w4"], "expected M<BLOCK_M>"),

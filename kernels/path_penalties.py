@@ -11,8 +11,9 @@ tokens of j's path (j and its ancestors, the root excluded: the root is the last
 token), so c there is counts + path counts and the output length is length + depth.
 
 Only a few logits change: a request's touched tokens (nonzero counts, stop tokens, logit bias:
-a few hundred of a 152k vocabulary) and each node's <= depth path tokens. On CUDA one Triton pass
-lists each request's touched tokens (`touched_tokens`), then one program per node row reads and
+a few hundred of a 152k vocabulary) and each node's <= depth path tokens. On CUDA each request's
+touched tokens are listed (`touched_tokens`, one pass over the counts; or kept from round to round
+by the runtime, `TouchedLists`), then one program per node row reads and
 rewrites just those logits in place (`sparse_adjust_triton`; a request with more than TOUCHED_CAP
 touched tokens is adjusted over its whole rows). The reference (`path_adjust_torch`, the CPU path)
 adjusts densely, then recomputes each node's path tokens and scatters them back. Both equal each
@@ -42,6 +43,7 @@ class Penalties:
     min_new_tokens: torch.Tensor | None = None
     stop_tokens: torch.Tensor | None = None  # [bs, V] bool
     rows: torch.Tensor | None = None  # [bs] int: request b's row of `counts` (read in place, no [bs, V] gather)
+    lists: tuple[torch.Tensor, torch.Tensor] | None = None  # kept touched lists (ids, cnt) by the same rows
 
     def request_counts(self) -> torch.Tensor:
         """fp32 [bs, V]: each request's counts."""
@@ -120,10 +122,12 @@ DENSE_BLOCK = 1024
 
 
 @triton.jit
-def _touched_kernel(counts_ptr, rows_ptr, stop_ptr, bias_ptr, ids_ptr, cnt_ptr, V, CAP,
-                    HAS_STOP: tl.constexpr, HAS_BIAS: tl.constexpr, BLOCK: tl.constexpr):
-    """Append block pid(1) of request pid(0)'s touched tokens to its list (any order: each token once)."""
+def _touched_kernel(counts_ptr, rows_ptr, out_rows_ptr, stop_ptr, bias_ptr, ids_ptr, cnt_ptr, flags_ptr, V, CAP,
+                    HAS_STOP: tl.constexpr, HAS_BIAS: tl.constexpr, HAS_FLAGS: tl.constexpr, BLOCK: tl.constexpr):
+    """Append block pid(1) of request pid(0)'s touched tokens to list row out_rows[pid(0)] (any
+    order: each token once); with flags, also write that row's listed flag of every token in the block."""
     b = tl.program_id(0).to(tl.int64)
+    out_row = tl.load(out_rows_ptr + b).to(tl.int64)
     idx = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     live = idx < V
     flag = tl.load(counts_ptr + tl.load(rows_ptr + b) * V + idx, mask=live, other=0.0) > 0
@@ -134,8 +138,29 @@ def _touched_kernel(counts_ptr, rows_ptr, stop_ptr, bias_ptr, ids_ptr, cnt_ptr, 
     flag = (flag & live).to(tl.int32)
     k = tl.sum(flag, axis=0)
     if k > 0:
-        pos = tl.atomic_add(cnt_ptr + b, k) + tl.cumsum(flag, axis=0) - 1
-        tl.store(ids_ptr + b * CAP + pos, idx, mask=(flag != 0) & (pos < CAP))
+        pos = tl.atomic_add(cnt_ptr + out_row, k) + tl.cumsum(flag, axis=0) - 1
+        tl.store(ids_ptr + out_row * CAP + pos, idx, mask=(flag != 0) & (pos < CAP))
+    if HAS_FLAGS:
+        tl.store(flags_ptr + out_row * V + idx, flag.to(tl.int8), mask=live)
+
+
+@triton.jit
+def _append_kernel(tokens_ptr, lengths_ptr, rows_ptr, ids_ptr, cnt_ptr, flags_ptr, V, CAP, L, LP: tl.constexpr):
+    """Request pid(0)'s committed tokens (its first lengths[b] of L) that its list row does not hold
+    yet, appended once each (a token committed twice in the round is its first occurrence)."""
+    b = tl.program_id(0).to(tl.int64)
+    row = tl.load(rows_ptr + b).to(tl.int64)
+    i = tl.arange(0, LP)
+    live = i < tl.minimum(tl.load(lengths_ptr + b).to(tl.int32), L)
+    tok = tl.load(tokens_ptr + b * L + i, mask=live, other=0).to(tl.int64)
+    earlier = (tok[:, None] == tok[None, :]) & (i[None, :] < i[:, None]) & live[None, :]
+    first = live & (tl.sum(earlier.to(tl.int32), axis=1) == 0)
+    new = first & (tl.load(flags_ptr + row * V + tok, mask=first, other=1) == 0)
+    count = tl.load(cnt_ptr + row)
+    pos = count + tl.cumsum(new.to(tl.int32), axis=0) - 1
+    tl.store(ids_ptr + row * CAP + pos, tok.to(tl.int32), mask=new & (pos < CAP))
+    tl.store(flags_ptr + row * V + tok, tl.full([LP], 1, tl.int8), mask=new)
+    tl.store(cnt_ptr + row, count + tl.sum(new.to(tl.int32), axis=0))
 
 
 def _bytes(mask: torch.Tensor) -> torch.Tensor:
@@ -154,12 +179,54 @@ def touched_tokens(pen: Penalties, logit_bias: torch.Tensor | None, cap: int = T
     dev = pen.counts.device
     ids = torch.empty((bs, cap), dtype=torch.int32, device=dev)
     cnt = torch.zeros(bs, dtype=torch.int32, device=dev)
-    stop = _bytes(pen.stop_tokens) if pen.stop_tokens is not None else cnt
-    bias = logit_bias.float().contiguous() if logit_bias is not None else cnt
-    _touched_kernel[(bs, triton.cdiv(vocab, DENSE_BLOCK))](
-        pen.counts.float().contiguous(), rows, stop, bias, ids, cnt, vocab, cap,
-        HAS_STOP=pen.stop_tokens is not None, HAS_BIAS=logit_bias is not None, BLOCK=DENSE_BLOCK)
+    _list_touched(pen.counts, rows, torch.arange(bs, device=dev), pen.stop_tokens, logit_bias, ids, cnt, None)
     return ids, cnt
+
+
+def _list_touched(counts: torch.Tensor, rows: torch.Tensor, out_rows: torch.Tensor, stop: torch.Tensor | None,
+                  bias: torch.Tensor | None, ids: torch.Tensor, cnt: torch.Tensor, flags: torch.Tensor | None) -> None:
+    """Request b's touched tokens (counts row rows[b], stop / bias row b) appended to list row
+    out_rows[b] of ids / cnt (and, with flags, that row's flags written)."""
+    bs, vocab = rows.shape[0], counts.shape[1]
+    if not bs:
+        return
+    _touched_kernel[(bs, triton.cdiv(vocab, DENSE_BLOCK))](
+        counts.float().contiguous(), rows, out_rows, _bytes(stop) if stop is not None else cnt,
+        bias.float().contiguous() if bias is not None else cnt, ids, cnt, flags if flags is not None else cnt,
+        vocab, ids.shape[1], HAS_STOP=stop is not None, HAS_BIAS=bias is not None, HAS_FLAGS=flags is not None,
+        BLOCK=DENSE_BLOCK)
+
+
+class TouchedLists:
+    """Each pool row's touched tokens, kept from round to round instead of listed from the whole
+    [bs, V] counts every round (27 us at batch 64 on the H200): listed from scratch when a request
+    (re)starts on a row, then extended at each commit by the tokens counted for the first time.
+    A row's flags [V] say which tokens its list holds, so no token is listed twice; stop tokens and
+    logit bias are a request's own from its start, so they are listed then. `Penalties.lists` takes
+    `(ids, cnt)`, read by the counts' rows."""
+
+    def __init__(self, pool: int, vocab: int, device: torch.device | str, cap: int = TOUCHED_CAP) -> None:
+        self.ids = torch.zeros((pool, cap), dtype=torch.int32, device=device)
+        self.cnt = torch.zeros(pool, dtype=torch.int32, device=device)
+        self.flags = torch.zeros((pool, vocab), dtype=torch.int8, device=device)
+
+    def restart(self, counts: torch.Tensor, rows: torch.Tensor, stop: torch.Tensor | None,
+                bias: torch.Tensor | None) -> None:
+        """List rows `rows` [k] from scratch: counts' rows `rows`, the requests' stop / bias rows [k, V]."""
+        rows = rows.to(torch.int64).contiguous()
+        self.cnt[rows] = 0
+        _list_touched(counts, rows, rows, stop, bias, self.ids, self.cnt, self.flags)
+
+    def append(self, rows: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> None:
+        """Add the committed tokens [bs, L] (the first lengths[b] of each) to rows `rows` [bs] (distinct)."""
+        bs, length = tokens.shape
+        if bs and length:
+            _append_kernel[(bs,)](tokens.contiguous(), lengths.contiguous(), rows.to(torch.int64).contiguous(),
+                                  self.ids, self.cnt, self.flags, self.flags.shape[1], self.ids.shape[1], length,
+                                  LP=triton.next_power_of_2(length))
+
+    def state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.ids, self.cnt
 
 
 @triton.jit
@@ -205,7 +272,7 @@ def _adjusted_at(x_row, tok, live, c_req, stop, bias, path, on_path, freq, pres,
 
 
 @triton.jit
-def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, path_ptr, counts_ptr, rows_ptr, freq_ptr, pres_ptr,
+def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, list_rows_ptr, path_ptr, counts_ptr, rows_ptr, freq_ptr, pres_ptr,
                    rep_ptr, stop_ptr, short_ptr, bias_ptr, n, V, D, CAP,
                    HAS_FREQ: tl.constexpr, HAS_PRES: tl.constexpr, HAS_REP: tl.constexpr, HAS_STOP: tl.constexpr,
                    HAS_BIAS: tl.constexpr, DP: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
@@ -233,7 +300,8 @@ def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, path_ptr, counts
     d = tl.arange(0, DP)
     path = tl.load(path_ptr + row.to(tl.int64) * D + d, mask=d < D, other=-1)
     on_path = path >= 0
-    cnt = tl.load(cnt_ptr + b)
+    list_row = tl.load(list_rows_ptr + b).to(tl.int64)
+    cnt = tl.load(cnt_ptr + list_row)
     if cnt <= CAP:
         path_tok = tl.maximum(path, 0)
         path_c, path_stop, path_bias = _request_values(req_counts, req_stop, req_bias, path_tok, on_path, HAS_STOP,
@@ -244,7 +312,7 @@ def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, path_ptr, counts
         for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes
             e = start + tl.arange(0, CHUNK)
             live = e < cnt
-            tok = tl.load(ids_ptr + b * CAP + e, mask=live, other=0)
+            tok = tl.load(ids_ptr + list_row * CAP + e, mask=live, other=0)
             c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)
             new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,
                                HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)
@@ -276,18 +344,21 @@ def sparse_adjust_triton(x: torch.Tensor, path: torch.Tensor, pen: Penalties, sh
     bs, n, vocab = x.shape
     if x.dtype != torch.float32 or x.stride(-1) != 1:
         raise ValueError("sparse_adjust_triton adjusts fp32 logits whose last dimension is contiguous")
-    ids, cnt = touched_tokens(pen, logit_bias, cap)
+    if pen.lists is not None:  # kept from round to round (`TouchedLists`), by the counts' rows
+        (ids, cnt), list_rows = pen.lists, pen.count_rows()
+    else:
+        (ids, cnt), list_rows = touched_tokens(pen, logit_bias, cap), torch.arange(bs, device=x.device)
     f32 = lambda t: t.float().contiguous()  # noqa: E731
     depth = path.shape[-1]
     # an empty path (depth 0) is never read: a placeholder rather than a pointer to no memory
-    args = [x, x.stride(0), x.stride(1), ids, cnt, path.contiguous() if depth else cnt, f32(pen.counts),
+    args = [x, x.stride(0), x.stride(1), ids, cnt, list_rows, path.contiguous() if depth else cnt, f32(pen.counts),
             pen.count_rows()]
     args += [f32(t) if t is not None else cnt for t in (pen.frequency, pen.presence, pen.repetition)]
     has_stop = pen.stop_tokens is not None
     args += [_bytes(pen.stop_tokens) if has_stop else cnt, _bytes(short) if has_stop else cnt,
              f32(logit_bias) if logit_bias is not None else cnt]
     if bs * n:
-        _sparse_kernel[(bs * n,)](*args, n, vocab, depth, cap, HAS_FREQ=pen.frequency is not None,
+        _sparse_kernel[(bs * n,)](*args, n, vocab, depth, ids.shape[1], HAS_FREQ=pen.frequency is not None,
                                   HAS_PRES=pen.presence is not None, HAS_REP=pen.repetition is not None,
                                   HAS_STOP=has_stop, HAS_BIAS=logit_bias is not None,
                                   DP=triton.next_power_of_2(max(depth, 1)), CHUNK=SPARSE_CHUNK, BLOCK=DENSE_BLOCK,

@@ -16,7 +16,9 @@ are not plain decoding's counts. `NodeSampler` keeps its own per request slot (r
 on the device: a slot seen with a new rid restarts from the round's root token (the request's
 first output: at its first decode round that is its only one; a retracted request restarts, as
 SGLang's penalizers do), and `committed` adds each round's emitted tokens. Allocated
-(pool x vocab fp32) only once a batch needs penalties.
+(pool x vocab fp32) only once a batch needs penalties. Where the sparse Triton step adjusts the
+logits (CUDA), each slot's touched-token list is kept beside its counts (`TouchedLists`: listed at a
+restart, extended at each commit), so no round lists them from the whole counts.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import torch
 from sglang.srt.speculative.ddtree.kernels import posterior_tokens
 from sglang.srt.speculative.ddtree.kernels.posterior import request_seeds
 from sglang.srt.speculative.ddtree.kernels.sequential_top_p import sequential_top_p
-from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, apply_path_penalties
+from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, TouchedLists, apply_path_penalties
 
 # Test hook for scripts/gpu_sampling_check.py only: a node with a child emits its first child (the
 # draft's top guess) with this probability, a deliberately biased sampler the check must catch.
@@ -91,18 +93,25 @@ def _penalizer_tensors(sampling_info) -> dict[str, torch.Tensor]:
 class NodeSampler:
     """Posterior tokens per node plus the output counts that path penalties need."""
 
-    def __init__(self, pool_size: int, device: torch.device | str) -> None:
+    def __init__(self, pool_size: int, device: torch.device | str, sparse: bool | None = None) -> None:
+        """`sparse`: adjust with the Triton step and kept lists (default: on CUDA), else the torch reference."""
         self.pool_size, self.device = pool_size, device
+        self.sparse = torch.device(device).type == "cuda" if sparse is None else sparse
         self.counts: torch.Tensor | None = None  # [pool, V] fp32
         self.out_len: torch.Tensor | None = None  # [pool] int64
+        self.lists: TouchedLists | None = None  # with `sparse`
         self.owner: list = [None] * pool_size
 
-    def _rows(self, batch, vocab: int, root_tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(each request's row of `counts`, its output length), restarting the rows of new requests."""
+    def _rows(self, batch, vocab: int, root_tokens: torch.Tensor, stop: torch.Tensor | None,
+              bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(each request's row of `counts`, its output length), restarting the rows of new requests
+        (their lists from their stop tokens [bs, V] and logit bias [bs, V], where given)."""
         slots = [int(r.req_pool_idx) for r in batch.reqs]
         if self.counts is None:
             self.counts = torch.zeros((self.pool_size, vocab), dtype=torch.float32, device=self.device)
             self.out_len = torch.zeros(self.pool_size, dtype=torch.int64, device=self.device)
+            if self.sparse:
+                self.lists = TouchedLists(self.pool_size, vocab, self.device)
         fresh = [i for i, (s, r) in enumerate(zip(slots, batch.reqs)) if self.owner[s] != r.rid]
         for i in fresh:
             self.owner[slots[i]] = batch.reqs[i].rid
@@ -113,6 +122,9 @@ class NodeSampler:
             self.counts[new] = 0.0
             self.counts[new, root_tokens.to(torch.int64)[rows]] = 1.0
             self.out_len[new] = 1
+            if self.lists is not None:
+                self.lists.restart(self.counts, new, None if stop is None else stop[rows],
+                                   None if bias is None else bias[rows])
         return idx, self.out_len[idx]
 
     def committed(self, batch, tokens: torch.Tensor, lengths: torch.Tensor) -> None:
@@ -120,6 +132,8 @@ class NodeSampler:
         if self.counts is None:
             return
         idx = batch.req_pool_indices.to(torch.int64)
+        if self.lists is not None:  # before the counts: a token is listed once, when first counted
+            self.lists.append(idx, tokens, lengths)
         valid = torch.arange(tokens.shape[1], device=tokens.device) < lengths.to(torch.int64)[:, None]
         self.counts.index_put_((idx[:, None].expand_as(tokens), tokens.to(torch.int64)), valid.float(), accumulate=True)
         self.out_len[idx] += lengths.to(torch.int64)
@@ -140,12 +154,14 @@ class NodeSampler:
         if pen or bias is not None:
             penalties = None
             if pen:
-                rows, out_len = self._rows(batch, node_logits.shape[-1], root_tokens)
+                rows, out_len = self._rows(batch, node_logits.shape[-1], root_tokens, pen.get("stop_tokens"), bias)
                 penalties = Penalties(counts=self.counts, rows=rows, frequency=pen.get("frequency_penalties"),
                                       presence=pen.get("presence_penalties"), repetition=pen.get("repetition_penalties"),
                                       out_len=out_len, min_new_tokens=pen.get("min_new_tokens"),
-                                      stop_tokens=pen.get("stop_tokens"))
-            logits = apply_path_penalties(node_logits, tree_tokens, parent, max_depth, penalties, bias, in_place=True)
+                                      stop_tokens=pen.get("stop_tokens"),
+                                      lists=None if self.lists is None else self.lists.state())
+            logits = apply_path_penalties(node_logits, tree_tokens, parent, max_depth, penalties, bias, in_place=True,
+                                          sparse=self.sparse)
         if info.is_all_greedy:
             return logits.argmax(dim=-1)
         seed = info.sampling_seed if getattr(info, "sampling_seed", None) is not None else generator

@@ -24,7 +24,8 @@ Sections (`--sections`, all by default):
 - posterior: the per-node posterior over batch x `--rows` fp32 target logits (SGLang's logits
   dtype): torch argmax, then the previous kernel (kernels/posterior.py, one program per node) and
   the runtime's split kernel (kernels/posterior_split.py, split over the row's blocks) side by
-  side, greedy and exact sampling with each filter and after the per-node path penalties, on
+  side, greedy and exact sampling with each filter and after the per-node path penalties (with
+  kept touched lists, as the runtime), on
   "peaked" (randn x 4) and "flat" (randn x 0.3) logits. Where the two draw other tokens, each
   one's draws off the torch reference are counted with those at a CDF boundary (two float32
   summation orders); the section fails on any other difference, or if the split kernel raises
@@ -40,10 +41,11 @@ Sections (`--sections`, all by default):
   those with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
   on a first-child path at budget 64: where the time goes (GPU only).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
-  path counted): the torch reference (dense, then the path tokens) against the runtime's sparse
-  in-place step (its touched-token list alone too), the walk to the root as torch ops and Triton,
-  and the runtime's whole call, side by side; fails if the runtime differs from the reference in
-  any bit.
+  path counted): the torch reference (dense, then the path tokens) against the sparse in-place
+  step (its touched-token list alone too), the walk to the root as torch ops and Triton, and the
+  whole call with the touched tokens listed every round and with the lists kept from round to round
+  (the runtime's) plus their append at a commit, side by side; fails if either whole call differs
+  from the reference in any bit.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request); and
   "extra": every DDTree-only step of a round as the runtime runs it (top-K + LSE, tree build,
@@ -58,6 +60,7 @@ Sections (`--sections`, all by default):
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -76,8 +79,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
-from kernels.path_penalties import (Penalties, apply_path_penalties, path_adjust_torch, sparse_adjust_triton,  # noqa: E402
-                                    path_tokens_torch, path_tokens_triton, touched_tokens)
+from kernels.path_penalties import (Penalties, TouchedLists, apply_path_penalties, path_adjust_torch,  # noqa: E402
+                                    sparse_adjust_triton, path_tokens_torch, path_tokens_triton, touched_tokens)
 from kernels.posterior import (CUTS, TOP_K_CUTS, TOP_P_CUTS, posterior_tokens_torch, posterior_tokens_triton,  # noqa: E402
                                uniform_torch)
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
@@ -480,9 +483,10 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
         tokens = torch.randint(0, vocab, (bs, rows), generator=gen, device=dev)
         seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
         positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
-        pen = Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
-                        frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
-                        repetition=torch.full((bs,), 1.3, device=dev))
+        pen = _kept_lists(Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
+                                    frequency=torch.full((bs,), 0.5, device=dev),
+                                    presence=torch.full((bs,), 0.3, device=dev),
+                                    repetition=torch.full((bs,), 1.3, device=dev)))
         penalise = lambda x: apply_path_penalties(x, tokens, parent, min(args.depth, rows - 1), pen, None,  # noqa: E731
                                                   in_place=True)
         for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
@@ -649,6 +653,14 @@ def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict
     return out
 
 
+def _kept_lists(pen: Penalties) -> Penalties:
+    """`pen` with its touched lists kept as the runtime keeps them (`TouchedLists`, listed once at a restart)."""
+    bs, vocab = pen.counts.shape
+    lists = TouchedLists(bs, vocab, pen.counts.device)
+    lists.restart(pen.counts, torch.arange(bs, device=pen.counts.device), pen.stop_tokens, None)
+    return dataclasses.replace(pen, lists=lists.state())
+
+
 def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """The path penalties side by side: the torch reference (dense adjustment, then the path tokens;
     the previous runtime ran the dense part as one Triton pass) against the runtime's sparse step
@@ -668,15 +680,27 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
         work = logits.clone()
         depth = min(args.depth, rows - 1)
         path = path_tokens_triton(tokens, parent, depth)
+        kept = _kept_lists(pen)
+        lists = TouchedLists(bs, vocab, dev)
+        lists.restart(pen.counts, torch.arange(bs, device=dev), None, None)
+        # a commit of 16 tokens per request, all counted before: the append's reads and checks, no growth
+        counted = pen.counts.argsort(dim=1, descending=True)[:, :16].contiguous()
+        lengths = torch.full((bs,), 16, device=dev)
         fns = {"reference (torch)": lambda: path_adjust_torch(logits, path, pen, None, None),
                "touched list": lambda: touched_tokens(pen, None),
                "sparse in place": lambda: sparse_adjust_triton(work, path, pen, None, None),
                "walk torch": lambda: path_tokens_torch(tokens, parent, depth),
                "walk Triton": lambda: path_tokens_triton(tokens, parent, depth),
-               "whole call (runtime)": lambda: apply_path_penalties(work, tokens, parent, depth, pen, None,
-                                                                     in_place=True)}
+               "whole call, listed per round": lambda: apply_path_penalties(work, tokens, parent, depth, pen, None,
+                                                                             in_place=True),
+               "append at commit": lambda: lists.append(torch.arange(bs, device=dev), counted, lengths),
+               "whole call, kept lists (runtime)": lambda: apply_path_penalties(work, tokens, parent, depth, kept, None,
+                                                                                 in_place=True, sparse=True)}
         same = torch.equal(path_adjust_torch(logits, path, pen, None, None),
                            apply_path_penalties(logits.clone(), tokens, parent, depth, pen, None, in_place=True))
+        same = same and torch.equal(path_adjust_torch(logits, path, pen, None, None),
+                                    apply_path_penalties(logits.clone(), tokens, parent, depth, kept, None,
+                                                         in_place=True, sparse=True))
         same = same and torch.equal(path, path_tokens_torch(tokens, parent, depth))
         if not same:
             differ.append(f"batch {bs}")

@@ -28,6 +28,7 @@ RECORDED_TESTS = (
     "tests/test_kernels_kv_move.py::test_move_equals_torch",
     "tests/test_kernels_path_penalties.py::test_walk_equals_torch",
     "tests/test_kernels_path_penalties.py::test_sparse_step_equals_torch_bitwise",
+    "tests/test_kernels_path_penalties.py::test_kept_lists_equal_lists_made_from_scratch",
     "tests/test_kernels_tree_build.py::test_triton_equals_torch",
     "tests/test_kernels_vocab_topk.py::test_stream_ties_masked_and_signed_zeros",
     "tests/test_kernels_vocab_topk.py::test_radix_fallback_values",

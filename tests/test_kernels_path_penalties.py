@@ -20,8 +20,9 @@ import torch
 
 from tests.kernels_env import DEVICES
 
-from kernels.path_penalties import (DENSE_BLOCK, Penalties, apply_path_penalties, path_adjust_torch, path_tokens,
-                                    path_tokens_torch, path_tokens_triton, sparse_adjust_triton, touched_tokens)
+from kernels.path_penalties import (DENSE_BLOCK, Penalties, TouchedLists, apply_path_penalties, path_adjust_torch,
+                                    path_tokens, path_tokens_torch, path_tokens_triton, sparse_adjust_triton,
+                                    touched_tokens)
 
 PARENT = torch.tensor([[-1, 0, 0, 1, 1, 3, 2, 5, 6], [-1, 0, 1, 2, 3, 0, 5, 1, 7]])
 
@@ -98,6 +99,74 @@ def test_touched_tokens_list_each_changed_token_once(device: str) -> None:
     ids, _ = touched_tokens(pen, bias, cap=full)
     b = int(cnt.argmax())
     assert torch.equal(ids[b].long().sort().values, want[b].nonzero().flatten())
+
+
+def _listed(ids: torch.Tensor, cnt: torch.Tensor, row: int) -> list[int]:
+    return sorted(ids[row, : min(int(cnt[row]), ids.shape[1])].tolist())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kept_lists_equal_lists_made_from_scratch(device: str) -> None:
+    """`TouchedLists` (the runtime's): listed at a restart, then extended at each commit - a token
+    committed twice in a round, tokens already counted, stop and bias tokens committed, a request
+    committing nothing, a row restarted for another request. After every step each row holds
+    exactly the tokens `touched_tokens` lists from the updated counts, once each, and the sparse
+    step reading the kept lists equals the reference."""
+    vocab = DENSE_BLOCK + 77
+    logits, tokens, parent, pen, bias = _case(vocab, torch.float32, device, **SETTINGS["all"])
+    pool = torch.zeros(5, vocab, device=device)
+    rows = torch.tensor([3, 1], device=device)
+    pool[rows] = pen.counts
+    pooled = dataclasses.replace(pen, counts=pool, rows=rows)
+    lists = TouchedLists(5, vocab, device, cap=4096)
+    lists.restart(pool, rows, pen.stop_tokens, bias)
+    counted = int(pen.counts[0].nonzero()[0])
+    biased = int(((bias[1] != 0) & (pen.counts[1] == 0)).nonzero()[0])
+    path = path_tokens(tokens, parent, 4)
+    short = _short(pen, path)
+
+    def check() -> None:
+        want_ids, want_cnt = touched_tokens(pooled, bias, cap=4096)
+        assert torch.equal(lists.cnt[rows], want_cnt)
+        for b, r in enumerate(rows.tolist()):
+            assert _listed(lists.ids, lists.cnt, r) == _listed(want_ids, want_cnt, b)
+        kept = dataclasses.replace(pooled, lists=lists.state())
+        assert torch.equal(sparse_adjust_triton(logits.clone(), path, kept, short, bias),
+                           path_adjust_torch(logits, path, pooled, short, bias))
+
+    check()
+    for step, (committed, lengths) in enumerate([
+            ([[vocab - 2, vocab - 2, 1, counted], [biased, vocab - 3, 0, 0]], [4, 2]),
+            ([[vocab - 2, 7, 7, 7], [5, 6, 7, 8]], [3, 0]),
+            ([[vocab - 1, 2, 3, 4], [9, 9, 10, 11]], [1, 4])]):
+        if step == 2:  # slot 3 now holds another request: its counts restart from its root
+            pool[3] = 0.0
+            pool[3, 4] = 1.0
+            lists.restart(pool, rows[:1], pen.stop_tokens[:1], bias[:1])
+            check()
+        committed = torch.tensor(committed, device=device)
+        lengths = torch.tensor(lengths, device=device)
+        lists.append(rows, committed, lengths)
+        valid = torch.arange(committed.shape[1], device=device) < lengths[:, None]
+        pool.index_put_((rows[:, None].expand_as(committed), committed), valid.float(), accumulate=True)
+        check()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_kept_lists_past_their_cap_keep_counting(device: str) -> None:
+    """A row whose touched tokens outgrow the cap keeps the whole count, as `touched_tokens` does
+    (the sparse step then adjusts its whole rows)."""
+    vocab = DENSE_BLOCK + 77
+    _, _, _, pen, bias = _case(vocab, torch.float32, device, **SETTINGS["all"])
+    rows = torch.tensor([0, 1], device=device)
+    lists = TouchedLists(2, vocab, device, cap=8)
+    lists.restart(pen.counts, rows, pen.stop_tokens, bias)
+    committed = torch.arange(20, device=device).view(2, 10) + vocab - 40
+    lists.append(rows, committed, torch.tensor([10, 10], device=device))
+    counts = pen.counts.clone()
+    counts[rows[:, None], committed] += 1
+    assert torch.equal(lists.cnt, touched_tokens(dataclasses.replace(pen, counts=counts), bias, cap=8)[1])
+    assert (lists.cnt > 8).all()
 
 
 @pytest.mark.parametrize("device", DEVICES)

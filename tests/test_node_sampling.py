@@ -64,16 +64,25 @@ def test_refusals(ns) -> None:
                           torch.zeros(1, dtype=torch.int64), torch.Generator())
 
 
-def test_counts_follow_requests_and_reach_the_draw(ns) -> None:
+def _lists_match_counts(sampler, rows: list[int]) -> bool:
+    """Each row's kept touched list holds exactly its tokens with nonzero counts (no stop / bias here)."""
+    ids, cnt = sampler.lists.state()
+    return all(sorted(ids[r, : int(cnt[r])].tolist()) == sampler.counts[r].nonzero().flatten().tolist() for r in rows)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_counts_follow_requests_and_reach_the_draw(ns, sparse: bool) -> None:
     """Greedy with a frequency penalty: the draw is the argmax of the path-penalised logits, with
-    counts = the root, then the emitted tokens; a new rid in a slot starts again from its root."""
+    counts = the root, then the emitted tokens; a new rid in a slot starts again from its root.
+    `sparse` (the CUDA default; interpreted here): the Triton step with the touched lists kept
+    beside the counts, which follow them through commits and restarts."""
     vocab, n = 12, 3
     orch = types.SimpleNamespace(is_required=True, penalizers={
         1: _penalizer("BatchedFrequencyPenalizer", frequency_penalties=torch.tensor([[2.0], [2.0]]))})
     reqs = [types.SimpleNamespace(rid="a", req_pool_idx=3), types.SimpleNamespace(rid="b", req_pool_idx=1)]
     batch = types.SimpleNamespace(sampling_info=_info(2, vocab, penalizer_orchestrator=orch), reqs=reqs,
                                   req_pool_indices=torch.tensor([3, 1]))
-    sampler = ns.NodeSampler(4, "cpu")
+    sampler = ns.NodeSampler(4, "cpu", sparse=sparse)
     tokens = torch.tensor([[0, 4, 5], [0, 6, 6]])
     parent = torch.tensor([[-1, 0, 1], [-1, 0, 1]])
     logits = torch.randn(2, n, vocab, generator=torch.Generator().manual_seed(0))
@@ -93,11 +102,18 @@ def test_counts_follow_requests_and_reach_the_draw(ns) -> None:
     counts[1, 2] += 1
     assert torch.equal(sampler.counts[[3, 1]], counts)
     assert sampler.out_len[[3, 1]].tolist() == [4, 2]
+    assert (sampler.lists is not None) == sparse and (not sparse or _lists_match_counts(sampler, [3, 1]))
     reqs[1].rid = "c"  # slot 1 now holds another request
     sampler.posterior(logits, batch, tokens, parent, torch.zeros(2, n, dtype=torch.int64), 2, torch.tensor([7, 8]), gen)
     fresh = torch.zeros(vocab)
     fresh[8] = 1
     assert torch.equal(sampler.counts[3], counts[0]) and torch.equal(sampler.counts[1], fresh)
+    assert not sparse or _lists_match_counts(sampler, [3, 1])
+    counts[1] = fresh
+    got = sampler.posterior(logits, batch, tokens, parent, torch.zeros(2, n, dtype=torch.int64), 2, root, gen)
+    want = apply_path_penalties(logits, tokens, parent, 2, Penalties(counts=counts, frequency=torch.tensor([2.0, 2.0])),
+                                None).argmax(-1)
+    assert torch.equal(got, want)
 
 
 def _flashinfer_min_p_probs(logits: np.ndarray, temp: float, top_k: int, top_p: float, min_p: float) -> np.ndarray:

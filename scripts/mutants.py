@@ -283,7 +283,7 @@ TRITON = (
             "        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
             '            e = start + tl.arange(0, CHUNK)\n'
             '            live = e < cnt\n'
-            '            tok = tl.load(ids_ptr + b * CAP + e, mask=live, other=0)\n'
+            '            tok = tl.load(ids_ptr + list_row * CAP + e, mask=live, other=0)\n'
             '            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)\n'
             '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
             '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
@@ -293,7 +293,7 @@ TRITON = (
            ("        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
             '            e = start + tl.arange(0, CHUNK)\n'
             '            live = e < cnt\n'
-            '            tok = tl.load(ids_ptr + b * CAP + e, mask=live, other=0)\n'
+            '            tok = tl.load(ids_ptr + list_row * CAP + e, mask=live, other=0)\n'
             '            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)\n'
             '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
             '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
@@ -309,6 +309,19 @@ TRITON = (
            "mask=(flag != 0) & (pos < CAP))", "mask=(flag != 0) & (pos < CAP - 1))", ("tests/test_kernels_path_penalties.py",)),
     Mutant("penalties: counts read by request index, not pool row", "kernels/path_penalties.py",
            "    req_counts = counts_ptr + tl.load(rows_ptr + b) * V\n", "    req_counts = counts_ptr + b * V\n", ("tests/test_kernels_path_penalties.py",)),
+    Mutant("kept lists: a token committed twice in a round appended twice", "kernels/path_penalties.py",
+           "    first = live & (tl.sum(earlier.to(tl.int32), axis=1) == 0)\n", "    first = live\n",
+           ("tests/test_kernels_path_penalties.py::test_kept_lists_equal_lists_made_from_scratch",)),
+    Mutant("kept lists: an appended token not flagged as listed", "kernels/path_penalties.py",
+           "    tl.store(flags_ptr + row * V + tok, tl.full([LP], 1, tl.int8), mask=new)\n", "",
+           ("tests/test_kernels_path_penalties.py::test_kept_lists_equal_lists_made_from_scratch",)),
+    Mutant("kept lists: a restart keeps the row's old flags", "kernels/path_penalties.py",
+           "        tl.store(flags_ptr + out_row * V + idx, flag.to(tl.int8), mask=live)\n",
+           "        tl.store(flags_ptr + out_row * V + idx, flag.to(tl.int8), mask=live & (flag != 0))\n",
+           ("tests/test_kernels_path_penalties.py::test_kept_lists_equal_lists_made_from_scratch",)),
+    Mutant("node sampler: committed tokens counted but not listed", "patches/node_sampling.py",
+           "            self.lists.append(idx, tokens, lengths)\n", "            pass\n",
+           ("tests/test_node_sampling.py::test_counts_follow_requests_and_reach_the_draw",)),
 )
 
 MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON

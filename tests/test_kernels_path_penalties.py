@@ -138,7 +138,7 @@ def test_kept_lists_equal_lists_made_from_scratch(device: str) -> None:
     for step, (committed, lengths) in enumerate([
             ([[vocab - 2, vocab - 2, 1, counted], [biased, vocab - 3, 0, 0]], [4, 2]),
             ([[vocab - 2, 7, 7, 7], [5, 6, 7, 8]], [3, 0]),
-            ([[vocab - 1, 2, 3, 4], [9, 9, 10, 11]], [1, 4])]):
+            ([[vocab - 2, vocab - 1, 3, 4], [9, 9, 10, 11]], [2, 4])]):  # vocab - 2: listed before the restart
         if step == 2:  # slot 3 now holds another request: its counts restart from its root
             pool[3] = 0.0
             pool[3, 4] = 1.0

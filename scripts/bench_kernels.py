@@ -37,8 +37,8 @@ Sections (`--sections`, all by default):
   `--tune cuts`: the cut candidates of rows without / with top-k (`top_p_cuts`, `top_k_cuts`), the
   latter with finer floor units (16-64 tokens: the floor then serves top-k 2000), defaults otherwise.
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
-  each case at the largest batch (whole blocks as the top-k floor's units; 256-token units; and
-  those with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
+  each case at the largest batch (whole blocks as the top-k floor's units; 256- and 32-token units,
+  each also with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
   on a first-child path at budget 64: where the time goes (GPU only).
 - penalties: SGLang's penalties at every node (frequency, presence, repetition; each node's own
   path counted): the torch reference (dense, then the path tokens) against the sparse in-place
@@ -612,7 +612,8 @@ def _breakdown_cells(per: dict[str, float]) -> list[str]:
 def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """Where the split posterior's time goes at the largest batch: GPU time per call of each of its
     kernels (`kernel_breakdown`) on each case, peaked and flat logits, with whole blocks as the top-k
-    floor's units, with 256-token units, and with those and 6 split check rounds; then the streaming
+    floor's units, with 256-token units, with 32-token units (a floor for top-k up to V / 32), each of
+    the latter two also with 6 split check rounds; then the streaming
     top-K's scan and select, and the KV move of a first-child path (nothing to move) beside every
     pair's. GPU only."""
     if args.device != "cuda":
@@ -626,7 +627,7 @@ def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
         for case in PROFILE_CASES:
             params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
-            for par_rounds, unit in ((3, 2048), (3, 256), (6, 256)):
+            for par_rounds, unit in ((3, 2048), (3, 256), (6, 256), (3, 32), (6, 32)):
                 per = kernel_breakdown(lambda: posterior_tokens_split(logits, *params, seed, min_p=min_p,
                                                                       positions=positions, par_rounds=par_rounds,
                                                                       unit=unit),

@@ -202,11 +202,24 @@ def test_big_round_time_subtracts_the_median_prefill() -> None:
     assert row["ddtree_ms"] == pytest.approx([12.0, 12.0, 12.0])
 
 
-def test_big_shape_configs_have_equal_verify_width(tmp_path: Path) -> None:
+def _tokenizer_pair(tmp_path: Path) -> Path:
+    """A pair folder holding only the target's tokenizer files (all the 8B-shape phase borrows)."""
     pair = tmp_path / "pair"
     (pair / "target").mkdir(parents=True)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         (pair / "target" / f).write_text("{}")
+    return pair
+
+
+def _big_rec(config: str, algo: str, seconds: float, variant: str | None = None) -> dict:
+    """One 8B-shape record on triton at batch 8: 10 rounds of 64 tokens in `seconds`."""
+    return {"phase": "big", "config": config, "algo": algo, "batch": 8, "repeat": 0, "backend": "triton",
+            "variant": variant, "seconds": seconds, "prefill_seconds": 0.0, "rounds": 10, "verify_ct": [10],
+            "tokens": [64]}
+
+
+def test_big_shape_configs_have_equal_verify_width(tmp_path: Path) -> None:
+    pair = _tokenizer_pair(tmp_path)
     d, t = bench_e2e.big_configs(tmp_path / "big", pair)
     draft = json.loads((tmp_path / "big" / "draft" / "config.json").read_text())
     assert d["engine"]["speculative_algorithm"] == "DFLASH" and t["engine"]["speculative_ddtree_budget"] + 1 == \
@@ -237,10 +250,7 @@ def test_eager_stage_variant_runs_beside_the_default_ddtree_but_not_in_the_goals
 def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path) -> None:
     """--big-backends triton flashinfer: one DFLASH and one DDTREE engine per backend, and the report
     keeps each backend's ratios (and its goal line) apart."""
-    pair = tmp_path / "pair"
-    (pair / "target").mkdir(parents=True)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        (pair / "target" / f).write_text("{}")
+    pair = _tokenizer_pair(tmp_path)
     cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton", "flashinfer"))
     assert [(c["name"], c["engine"]["attention_backend"]) for c in cfgs] == [
         ("8b_dflash", "triton"), ("8b_ddtree", "triton"),
@@ -261,10 +271,7 @@ def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path)
 def test_a_verify_tile_is_one_more_ddtree_engine_paired_with_the_same_dflash(tmp_path: Path) -> None:
     """--big-verify-tiles M16N64w4: a third triton engine with DDTREE_VERIFY_TILE in its own
     environment; its rows and goal line pair it with triton's DFLASH, apart from the default DDTREE."""
-    pair = tmp_path / "pair"
-    (pair / "target").mkdir(parents=True)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        (pair / "target" / f).write_text("{}")
+    pair = _tokenizer_pair(tmp_path)
     cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton", "flashinfer"), ("M16N64w4",))
     assert [(c["name"], c.get("variant"), c.get("env")) for c in cfgs] == [
         ("8b_dflash", None, None), ("8b_ddtree", None, None),
@@ -272,13 +279,8 @@ def test_a_verify_tile_is_one_more_ddtree_engine_paired_with_the_same_dflash(tmp
         ("8b_dflash_flashinfer", None, None), ("8b_ddtree_flashinfer", None, None)]
     assert cfgs[2]["engine"] == cfgs[1]["engine"]  # only the environment differs
 
-    def rec(config, algo, seconds, variant=None):
-        return {"phase": "big", "config": config, "algo": algo, "batch": 8, "repeat": 0, "backend": "triton",
-                "variant": variant, "seconds": seconds, "prefill_seconds": 0.0, "rounds": 10, "verify_ct": [10],
-                "tokens": [64]}
-
-    rows = bench_report.big_rows([rec("8b_dflash", "DFLASH", 0.1), rec("8b_ddtree", "DDTREE", 0.12),
-                                  rec("8b_ddtree_tile_M16N64w4", "DDTREE", 0.105, "verify tile M16N64w4")])
+    rows = bench_report.big_rows([_big_rec("8b_dflash", "DFLASH", 0.1), _big_rec("8b_ddtree", "DDTREE", 0.12),
+                                  _big_rec("8b_ddtree_tile_M16N64w4", "DDTREE", 0.105, "verify tile M16N64w4")])
     assert [(r["variant"], r["ratio"]) for r in rows] == [(None, [pytest.approx(1.2)]),
                                                            ("verify tile M16N64w4", [pytest.approx(1.05)])]
     assert rows[1]["dflash_ms"] == rows[0]["dflash_ms"]
@@ -291,10 +293,7 @@ def test_a_verify_tile_is_one_more_ddtree_engine_paired_with_the_same_dflash(tmp
 def test_big_eager_stage_is_one_more_ddtree_engine_with_the_graphs_off(tmp_path: Path) -> None:
     """--big-eager-stage: a DDTREE engine on triton whose environment turns the tree stage's CUDA graph
     off; the report pairs it with the same DFLASH under its own goal line."""
-    pair = tmp_path / "pair"
-    (pair / "target").mkdir(parents=True)
-    for f in ("tokenizer.json", "tokenizer_config.json"):
-        (pair / "target" / f).write_text("{}")
+    pair = _tokenizer_pair(tmp_path)
     cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton",), (), eager_stage=True)
     assert [(c["name"], c.get("variant"), c.get("env")) for c in cfgs] == [
         ("8b_dflash", None, None), ("8b_ddtree", None, None),
@@ -302,13 +301,8 @@ def test_big_eager_stage_is_one_more_ddtree_engine_with_the_graphs_off(tmp_path:
     assert cfgs[2]["engine"] == cfgs[1]["engine"]
     assert "8b_ddtree_eager_stage" not in [c["name"] for c in bench_e2e.big_configs(tmp_path / "b2", pair)]
 
-    def rec(config, algo, seconds, variant=None):
-        return {"phase": "big", "config": config, "algo": algo, "batch": 1, "repeat": 0, "backend": "triton",
-                "variant": variant, "seconds": seconds, "prefill_seconds": 0.0, "rounds": 10, "verify_ct": [10],
-                "tokens": [64]}
-
-    rows = bench_report.big_rows([rec("8b_dflash", "DFLASH", 0.1), rec("8b_ddtree", "DDTREE", 0.1),
-                                  rec("8b_ddtree_eager_stage", "DDTREE", 0.13, "eager stage")])
+    rows = bench_report.big_rows([_big_rec("8b_dflash", "DFLASH", 0.1), _big_rec("8b_ddtree", "DDTREE", 0.1),
+                                  _big_rec("8b_ddtree_eager_stage", "DDTREE", 0.13, "eager stage")])
     lines = bench_report.goals([], rows)
     assert any("(triton attention, DDTREE eager stage): worst 1.30" in x and "MISS" in x for x in lines)
     assert any("(triton attention): worst 1.00" in x and "PASS" in x for x in lines)

@@ -201,7 +201,8 @@ class TouchedLists:
     """Each pool row's touched tokens, kept from round to round instead of listed from the whole
     [bs, V] counts every round (27 us at batch 64 on the H200): listed from scratch when a request
     (re)starts on a row, then extended at each commit by the tokens counted for the first time.
-    A row's flags [V] say which tokens its list holds, so no token is listed twice; stop tokens and
+    A row's flags [V] (one byte per token: a quarter of its counts' memory) say which tokens its list
+    holds, so no token is listed twice; stop tokens and
     logit bias are a request's own from its start, so they are listed then. `Penalties.lists` takes
     `(ids, cnt)`, read by the counts' rows."""
 
@@ -272,8 +273,8 @@ def _adjusted_at(x_row, tok, live, c_req, stop, bias, path, on_path, freq, pres,
 
 
 @triton.jit
-def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, list_rows_ptr, path_ptr, counts_ptr, rows_ptr, freq_ptr, pres_ptr,
-                   rep_ptr, stop_ptr, short_ptr, bias_ptr, n, V, D, CAP,
+def _sparse_kernel(x_ptr, stride_b, stride_n, ids_ptr, cnt_ptr, list_rows_ptr, path_ptr, counts_ptr, rows_ptr,
+                   freq_ptr, pres_ptr, rep_ptr, stop_ptr, short_ptr, bias_ptr, n, V, D, CAP,
                    HAS_FREQ: tl.constexpr, HAS_PRES: tl.constexpr, HAS_REP: tl.constexpr, HAS_STOP: tl.constexpr,
                    HAS_BIAS: tl.constexpr, DP: tl.constexpr, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
     """Node row pid(0) = b * n + j adjusted in place (fp32): only its request's touched tokens and its

@@ -72,6 +72,8 @@ SETTINGS = {
     # all three filters: SGLang's joint order on pytorch; on FlashInfer (min-p in the batch) top-p over
     # the renormalised top-k set, then min-p (kernels/sequential_top_p.py)
     "top_k=50,top_p=0.8,min_p=0.05": {"temperature": 1.0, "top_k": 50, "top_p": 0.8, "min_p": 0.05},
+    # the same orders with the top-k cut among tokens of tiny mass (as top-k 2000's: numerics do not decide it)
+    "top_k=2000,top_p=0.8,min_p=0.05": {"temperature": 1.0, "top_k": 2000, "top_p": 0.8, "min_p": 0.05},
     "repetition=1.3": {"temperature": 1.0, "repetition_penalty": 1.3},
     "frequency=0.5": {"temperature": 1.0, "frequency_penalty": 0.5},
     "presence=0.5": {"temperature": 1.0, "presence_penalty": 0.5},

@@ -24,6 +24,7 @@ def test_offchain_runs_its_settings_at_t3():
 def test_numerics_sensitive_settings_run_only_when_named():
     assert "top_k=20" not in check.select_settings(None, offchain=False)
     assert "top_k=50,top_p=0.8,min_p=0.05" not in check.select_settings(None, offchain=False)
+    assert "top_k=2000,top_p=0.8,min_p=0.05" in check.select_settings(None, offchain=False)
     assert list(check.select_settings(["top_k=20", "T=1"], offchain=False)) == ["T=1", "top_k=20"]
 
 

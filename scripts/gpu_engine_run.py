@@ -5,7 +5,7 @@ usage: python gpu_engine_run.py CONFIG_JSON OUT_JSON
 CONFIG keys: target, prompts (list of id lists), max_new; optional draft, algo, budget,
 cuda_graph, logprobs (plain only: top-2 logprobs of the batch run), sampled (temperature 1 run),
 bench ({"prompt": ids, "max_new": n}: timed single-request generation after a warm-up), engine
-(extra Engine kwargs). Greedy runs generate the prompts as one batch, then each prompt alone.
+(extra Engine kwargs), env (environment variables set before the engine starts). Greedy runs generate the prompts as one batch, then each prompt alone.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def run(cfg: dict, res: dict, stop: threading.Event) -> None:
     from sglang.srt.entrypoints.engine import Engine
 
     t0 = time.time()
+    os.environ.update(cfg.get("env", {}))  # before the engine: its scheduler process inherits them
     eng = Engine(**engine_kwargs(cfg))
     res["t_start"] = round(time.time() - t0, 1)
     prompts, max_new = cfg["prompts"], cfg["max_new"]

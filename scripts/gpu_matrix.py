@@ -43,15 +43,17 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
                         [200, 64, 65], [127, 64], [10, 11, 12, 13, 100, 101]],
             "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
 SUITES = ("base", "offchain")
+EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 
 
 def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1,
-            attention_backend: str = "triton") -> list[dict]:
+            attention_backend: str = "triton", eager_stage: bool = False) -> list[dict]:
     """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend, all
     of them (plain references included) run with that setting, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
     and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md)."""
-    out = (base_configs() if "base" in suites else []) + (offchain_configs() if "offchain" in suites else [])
+    out = (base_configs(eager_stage) if "base" in suites else []) + \
+        (offchain_configs() if "offchain" in suites else [])
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
     if attention_backend != "triton":
         extra["attention_backend"] = attention_backend
@@ -80,7 +82,11 @@ def offchain_configs() -> list[dict]:
     return out
 
 
-def base_configs() -> list[dict]:
+def base_configs(eager_stage: bool = False) -> list[dict]:
+    """Plain, DFLASH and DDTREE per budget on both tiny targets, eager and with CUDA graphs; the
+    timed pair (DFLASH, DDTREE budget 8 on target_struct with graphs), and with `eager_stage` a third
+    timed engine: that DDTREE with its tree stage launched kernel by kernel (DDTREE_GRAPH_TREE_STAGE=0
+    in its environment), also judged against plain."""
     out = []
     for model in ("struct", "rand"):
         base = {"target": str(MODELS / f"target_{model}"), "prompts": PROMPTS[model], "max_new": MAX_NEW,
@@ -94,6 +100,9 @@ def base_configs() -> list[dict]:
     for cfg in out:
         if cfg["name"] in ("dflash_struct_cg", "ddtree_b8_struct_cg"):
             cfg["bench"] = BENCH
+    if eager_stage:
+        timed = next(c for c in out if c["name"] == "ddtree_b8_struct_cg")
+        out.append(dict(timed, name=EAGER_STAGE, env={"DDTREE_GRAPH_TREE_STAGE": "0"}))
     out.append({"name": "ddtree_b8_rand_cg_sampled", "model": "rand", "algo": "DDTREE", "draft": DRAFT,
                 "budget": 8, "cuda_graph": True, "sampled": True, "target": str(MODELS / "target_rand"),
                 "prompts": PROMPTS["rand"], "max_new": MAX_NEW})
@@ -242,6 +251,12 @@ def summarise(cfgs: list[dict], results: dict[str, dict],
                       f"DFLASH {d['ms_per_round']} ms {_spread(d)}, DDTREE {t['ms_per_round']} ms {_spread(t)}, "
                       f"ratio DDTREE/DFLASH = {bench['round_time_ratio']}; accepted tokens per round "
                       f"DFLASH {d['spec_accept_length']}, DDTREE {t['spec_accept_length']}."]
+        e = rows.get(EAGER_STAGE, {}).get("bench")
+        if e:
+            bench["ddtree_b8_eager_stage"] = e
+            bench["eager_stage_ratio"] = round(e["ms_per_round"] / d["ms_per_round"], 3)
+            lines.append(f"The same DDTREE with its tree stage eager (DDTREE_GRAPH_TREE_STAGE=0): {e['ms_per_round']} ms "
+                         f"{_spread(e)}, ratio to DFLASH = {bench['eager_stage_ratio']}.")
     offchain = {c["name"]: rows[c["name"]] for c in cfgs if c.get("suite") == "offchain"}
     if offchain:
         lines += offchain_judge.table(offchain, OFFCHAIN["max_new"], len(OFFCHAIN["prompts"]))
@@ -272,11 +287,14 @@ def main() -> int:
     ap.add_argument("--page-size", type=int, default=1, help="--page-size of every engine (KV tokens per page)")
     ap.add_argument("--attention-backend", default="triton", choices=["triton", "flashinfer"],
                     help="--attention-backend of every engine, plain references included")
+    ap.add_argument("--eager-stage", action="store_true",
+                    help=f"also time {EAGER_STAGE}: the timed DDTREE with its tree stage launched kernel by kernel")
     a = ap.parse_args()
     deadline = time.time() + a.deadline_s
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
-    cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size, a.attention_backend)
+    cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size, a.attention_backend,
+                   a.eager_stage)
     if a.only:
         models = {c["model"] for c in cfgs if c["name"] in a.only}
         cfgs = [c for c in cfgs if c["name"] in a.only

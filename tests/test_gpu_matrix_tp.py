@@ -25,3 +25,23 @@ def test_setting_reaches_every_engine_and_keeps_its_ports(setting: str, value: i
         if not b.get("cuda_graph"):  # the CUDA-graph settings are read from the installed SGLang
             assert gpu_engine_run.engine_kwargs(b)[setting] == value
     assert {c["algo"] for c in other} == {"NONE", "DFLASH", "DDTREE"}
+
+
+def test_eager_stage_row_is_the_timed_ddtree_with_the_graphs_off() -> None:
+    """--eager-stage: one more timed engine, the timed DDTREE but for DDTREE_GRAPH_TREE_STAGE=0; the
+    summary puts its round time beside DFLASH's."""
+    plain = {c["name"]: c for c in gpu_matrix.configs(("base",))}
+    cfgs = {c["name"]: c for c in gpu_matrix.configs(("base",), eager_stage=True)}
+    assert gpu_matrix.EAGER_STAGE not in plain and set(cfgs) - set(plain) == {gpu_matrix.EAGER_STAGE}
+    e, t = cfgs[gpu_matrix.EAGER_STAGE], cfgs["ddtree_b8_struct_cg"]
+    assert e["env"] == {"DDTREE_GRAPH_TREE_STAGE": "0"} and "env" not in t
+    assert {k: v for k, v in e.items() if k not in ("name", "env", "engine")} == \
+        {k: v for k, v in t.items() if k not in ("name", "engine")}
+    bench = lambda ms: {"ms_per_round": ms, "ms_per_round_all": [ms], "spec_accept_length": 4.0}  # noqa: E731
+    results = {"plain_struct": {"ok": True, "batch_ids": [], "single_ids": [], "meta": []}}
+    rows = {"dflash_struct_cg": 2.0, "ddtree_b8_struct_cg": 2.2, gpu_matrix.EAGER_STAGE: 3.0}
+    for name, ms in rows.items():
+        results[name] = dict(results["plain_struct"], bench=bench(ms))
+    only = [cfgs[n] for n in ("plain_struct", *rows)]
+    summary, table = gpu_matrix.summarise(only, results, ({}, None))
+    assert summary["bench"]["eager_stage_ratio"] == 1.5 and "tree stage eager" in table

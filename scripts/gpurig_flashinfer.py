@@ -43,7 +43,8 @@ import zipfile
 from pathlib import Path
 
 LIMIT = 67_108_864  # what travels to the GPU machine: checkout + bundle
-CHECKOUT = 1_572_864  # 1.5 MiB allowance for the checkout
+CHECKOUT = 1_572_864  # allowance for the checkout where git cannot say (it was 2.2 MB on 2026-12-03)
+REPO = Path(__file__).resolve().parents[1]
 DATA = "flashinfer/data/"
 # include dirs the JIT passes (flashinfer/jit/cpp_ext.py: -I CCCL, then -isystem), inside the wheel
 INCLUDE_DIRS = (
@@ -76,6 +77,17 @@ STD_HEADER_RE = re.compile(rb"^[ \t]*#[ \t]*include[ \t]+CUDA_STD_HEADER\(([^)\s
 MACRO_INCLUDE_RE = re.compile(rb"^[ \t]*#[ \t]*include[ \t]+(?!CUDA_STD_HEADER\()[A-Za-z_]", re.M)
 PY_INCLUDE_RE = re.compile(rb'#\s*include\s*[<"]([^>"\n{}]+)[>"]')
 PIN_RE = re.compile(r"^Requires-Dist:\s*flashinfer[-_]python(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)", re.M | re.I)
+
+
+def checkout_bytes(repo: Path = REPO) -> int:
+    """Bytes of what the device call copies from the checkout: tracked files and untracked ones git
+    does not ignore (CHECKOUT where git cannot list them)."""
+    try:
+        out = subprocess.run(["git", "-C", str(repo), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                             capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return CHECKOUT
+    return sum((repo / name).stat().st_size for name in out.decode().split("\0") if name and (repo / name).is_file())
 
 
 def tree_bytes(path: Path) -> int:
@@ -243,8 +255,8 @@ def main() -> int:
     ap.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache/ddtree-patch/wheels",
                     help="where the full wheel is downloaded (default: %(default)s)")
     ap.add_argument("--limit", type=int, default=LIMIT, help="bytes allowed for bundle + checkout (%(default)s)")
-    ap.add_argument("--checkout-bytes", type=int, default=CHECKOUT,
-                    help="bytes reserved for the checkout (%(default)s)")
+    ap.add_argument("--checkout-bytes", type=int, default=None,
+                    help="bytes reserved for the checkout (default: what git lists in this checkout)")
     ap.add_argument("--seed", action="append", default=[], metavar="CSRC_FILE",
                     help="one more data/csrc file whose #include closure to keep (repeatable)")
     ap.add_argument("--aot", type=Path, metavar="CACHED_OPS",
@@ -273,8 +285,9 @@ def main() -> int:
         stub = bundle / "stubs" / "flashinfer"
         before = tree_bytes(bundle)
         after = before - sum(w.stat().st_size for w in old) - tree_bytes(stub) + out.stat().st_size
-        total = after + args.checkout_bytes
-        print(f"bundle {bundle.name}: {before} -> {after} bytes; + checkout {args.checkout_bytes} = {total} "
+        checkout = checkout_bytes() if args.checkout_bytes is None else args.checkout_bytes
+        total = after + checkout
+        print(f"bundle {bundle.name}: {before} -> {after} bytes; + checkout {checkout} = {total} "
               f"(limit {args.limit}, headroom {args.limit - total})")
         if total > args.limit:
             print("refusing: the bundle would not fit; nothing changed", file=sys.stderr)

@@ -92,3 +92,18 @@ def test_aot_build_names_every_module_per_head_dim() -> None:
 def test_aot_modules_refuse_a_missing_one(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="no compiled module"):
         gf.aot_modules(tmp_path, ["norm"])
+
+
+def test_checkout_bytes_count_what_the_device_call_copies(tmp_path: Path, tmp_path_factory) -> None:
+    """Tracked files and untracked ones git does not ignore travel with the checkout; ignored ones
+    (bundles, venvs) do not; outside a git checkout the fixed allowance stands."""
+    run = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], check=True, capture_output=True)  # noqa: E731
+    run("init", "-q")
+    (tmp_path / ".gitignore").write_text(".gpurig*/\n")
+    (tmp_path / "tracked.py").write_bytes(b"x" * 100)
+    run("add", ".gitignore", "tracked.py")
+    (tmp_path / "new.md").write_bytes(b"y" * 40)
+    (tmp_path / ".gpurig-fi").mkdir()
+    (tmp_path / ".gpurig-fi" / "big.whl").write_bytes(b"z" * 5000)
+    assert gf.checkout_bytes(tmp_path) == 100 + 40 + len(".gpurig*/\n")
+    assert gf.checkout_bytes(tmp_path_factory.mktemp("no_git")) == gf.CHECKOUT

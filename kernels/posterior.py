@@ -66,6 +66,10 @@ UNIT = 256  # tokens per unit of the top-k floor (`_top_k_floor`): a row's maxim
 # Tokens per span that the mass pass of a floored row reads or skips (at least a unit): finer units
 # tighten the floor without turning that pass into a loop of tiny loads.
 SPAN = 256
+# The candidate pool of a large-k top-k row (posterior_pool.py): at most POOL tokens per block
+# (0: none), found by POOL_STEPS bisection steps.
+POOL = 64
+POOL_STEPS = 16
 _FLT_MIN = 1.1754943508222875e-38
 
 
@@ -388,10 +392,14 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
                            top_p: torch.Tensor, seed: torch.Tensor | torch.Generator, *,
                            min_p: torch.Tensor | None = None, positions: torch.Tensor | None = None,
                            block: int = BLOCK, unit: int = UNIT, index_ties: bool = False,
-                           top_k_cuts: int = TOP_K_CUTS, top_p_cuts: int = TOP_P_CUTS) -> torch.Tensor:
+                           top_k_cuts: int = TOP_K_CUTS, top_p_cuts: int = TOP_P_CUTS,
+                           pool: int = POOL) -> torch.Tensor:
     """Reference: the kernel's algorithm on all rows at once in torch ops (same blocks, same units,
     same draws; `index_ties`: the module docstring's tie order; `top_k_cuts` / `top_p_cuts`: cut
-    candidates of a row with / without top-k, as `posterior_split`'s)."""
+    candidates of a row with / without top-k, and `pool`: the candidate pool per block
+    (posterior_pool.py; with one top-k cut only), as `posterior_split`'s. The per-node kernel has no
+    pool: its draws are this reference's with pool=0)."""
+    from .posterior_pool import check_pool, pool_eligible_torch, pool_floor_torch  # imports this module
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
     dev = target_logits.device
@@ -422,6 +430,13 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     kth = umax.sort(-1, descending=True).values.gather(1, (k - 1).clamp(0, umax.shape[1] - 1)[:, None])[:, 0]
     floored = sampled & k_on & (k <= -(-vocab // unit)) & (kth > float("-inf"))
     floor = torch.where(floored, just_below_torch(kth), float("-inf"))
+    pool = check_pool(pool, block) if top_k_cuts == 1 else 0
+    pooled = torch.zeros_like(floored)
+    if pool:
+        eligible = pool_eligible_torch(sampled, k, vocab, nb, unit, pool)
+        if bool(eligible.any()):
+            pooled, e = pool_floor_torch(zb, eligible, k, pool)
+            floor = torch.where(pooled, e, floor)
     support = torch.where((zb > floor[:, None, None]) & (w_all >= mp[:, None, None]), w_all, 0.0)
     support_mass = support.sum(-1)
     if unit < block:  # a floored row's blocks are summed span by span, in order (the kernels skip spans below the floor)
@@ -430,7 +445,7 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
         for u in range(block // span):
             by_span = by_span + per_span[..., u]
         support_mass = torch.where(floored[:, None], by_span, support_mass)
-    mass = torch.where((mp[:, None] > 0) | floored[:, None], support_mass, mass)
+    mass = torch.where((mp[:, None] > 0) | floored[:, None] | pooled[:, None], support_mass, mass)
     floor_mass = mass.sum(-1)
     floor_idx = torch.zeros(rows, dtype=torch.int64, device=dev)
     searching = sampled.clone()

@@ -44,8 +44,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
-                        _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
+from .posterior import (BLOCK, CUTS, POOL, POOL_STEPS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block,
+                        _cut_candidates, _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts,
+                        floor_unit, mass_span)
+from .posterior_pool import _pool_block, _pool_eligible, _pool_kernel, check_pool, pool_buffers
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -53,6 +55,7 @@ PAR_ROUNDS = 3  # check rounds run split over the row's blocks; a row still draw
 # Blocks per program of the mass and check passes: a pass of one program per (row, block) spent
 # ~50 us at batch 64 x 16 rows on the H200 even when every program returned at once (2026-12-03).
 BLOCKS_PER_PROGRAM = 8
+POOL_WARPS = 8  # a pooled row's program holds its [blocks, POOL] tile (75 x 64 tokens at V = 151936)
 
 
 @triton.jit
@@ -76,10 +79,12 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, UNIT: tl.constexpr):
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pz_ptr, pi_ptr, pn_ptr,
+                  pe_ptr, n, V, NB, BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
+                  STEPS: tl.constexpr):
     """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
-    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens."""
+    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
+    for a row the candidate pool serves, the block's pooled tokens (posterior_pool.py)."""
     row = tl.program_id(0).to(tl.int64)
     bi = tl.program_id(1)
     b = row // n
@@ -94,6 +99,9 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
         tl.store(bsum_ptr + row * NB + bi, tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0))
+    if POOL > 0:
+        if sampled & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, POOL):
+            _pool_block(z, idx, pz_ptr, pi_ptr, pn_ptr, pe_ptr, row * NB + bi, POOL, STEPS)
 
 
 @triton.jit
@@ -117,15 +125,16 @@ def _floor_kernel(temp_ptr, topk_ptr, units_ptr, fstate_ptr, n, V, U, UNIT: tl.c
 
 
 @triton.jit
-def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr, n, V,
-                 NB, BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr, BPP: tl.constexpr):
-    """Program (row, BPP blocks): each block's mass in the first draw's support (relative to the row
-    max): from the stats, or with min-p or a top-k floor its tokens above the floor with
-    exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor)."""
+def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr,
+                 pooled_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr,
+                 BPP: tl.constexpr):
+    """Program (row, BPP blocks) of a sampled row not pooled: each block's mass in the first draw's
+    support (relative to the row max): from the stats, or with min-p or a top-k floor its tokens
+    above the floor with exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
-    if sampled:
+    if sampled & (tl.load(pooled_ptr + row) == 0):
         min_p = tl.load(minp_ptr + b).to(tl.float32)
         floor = tl.load(fstate_ptr + row * 5 + 2)
         row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
@@ -164,9 +173,10 @@ def _draw(x_row, mass, floor, floor_idx, floor_mass, row_max, temp, min_p, seed,
 
 @triton.jit
 def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, bsum_ptr,
-                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr,
+                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, pooled_ptr, n, V, NB, BLOCK: tl.constexpr,
                   NBP: tl.constexpr):
-    """Program per row: greedy -> the argmax from the block stats; sampled -> the first draw.
+    """Program per row: greedy -> the argmax from the block stats; sampled -> the first draw; a pooled
+    row is already done (`_pool_kernel`).
 
     State per row: fstate = (row max, total mass, floor, floor mass, z of the drawn token),
     istate = (status, round, floor index); `out` holds the latest draw."""
@@ -176,20 +186,21 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
     bmax, row_max = _row_max(bmax_ptr, row, NB, NBP)
     blocks = tl.arange(0, NBP)
     if sampled:
-        bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
-        total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
-        mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
-        floor_mass = tl.sum(mass, axis=0)
-        floor = tl.load(fstate_ptr + row * 5 + 2)
-        rnd = tl.zeros([], tl.int32)
-        token, z_pick = _draw(logits_ptr + row * V, mass, floor, 0, floor_mass, row_max, temp,
-                              tl.load(minp_ptr + b).to(tl.float32), tl.load(seed_ptr + b), tl.load(pos_ptr + row),
-                              rnd, V, BLOCK, NBP)
-        top_k = tl.load(topk_ptr + b)
-        filtered = _top_k_cuts(top_k, V) | (tl.load(topp_ptr + b).to(tl.float32) < 1.0)
-        tl.store(out_ptr + row, token.to(tl.int64))
-        _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, 0, floor_mass, z_pick,
-                     tl.where(filtered, _CHECK, _DONE), rnd)
+        if tl.load(pooled_ptr + row) == 0:
+            bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
+            total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
+            mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
+            floor_mass = tl.sum(mass, axis=0)
+            floor = tl.load(fstate_ptr + row * 5 + 2)
+            rnd = tl.zeros([], tl.int32)
+            token, z_pick = _draw(logits_ptr + row * V, mass, floor, 0, floor_mass, row_max, temp,
+                                  tl.load(minp_ptr + b).to(tl.float32), tl.load(seed_ptr + b), tl.load(pos_ptr + row),
+                                  rnd, V, BLOCK, NBP)
+            top_k = tl.load(topk_ptr + b)
+            filtered = _top_k_cuts(top_k, V) | (tl.load(topp_ptr + b).to(tl.float32) < 1.0)
+            tl.store(out_ptr + row, token.to(tl.int64))
+            _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, 0, floor_mass, z_pick,
+                         tl.where(filtered, _CHECK, _DONE), rnd)
     else:
         first_b = tl.min(tl.where(bmax == row_max, blocks, NBP), axis=0)
         tl.store(out_ptr + row, tl.load(barg_ptr + row * NB + first_b).to(tl.int64))
@@ -360,7 +371,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
-                           top_p_cuts: int = TOP_P_CUTS) -> torch.Tensor:
+                           top_p_cuts: int = TOP_P_CUTS, pool: int = POOL) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -369,7 +380,9 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     the mass pass skips by spans of max(unit, SPAN) tokens) are the reference's: other values, other (equally exact) draws. `index_ties`: the tie
     order (posterior.py's docstring). `top_k_cuts` / `top_p_cuts` (1..CUTS): cut candidates of a
     check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
-    more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare).
+    more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
+    tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
+    one top-k cut only), the reference's too.
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
@@ -399,14 +412,19 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     cnt = torch.empty((rows, CUTS, nb), dtype=torch.int32, device=dev)
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
-    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, n, vocab, nb, BLOCK=block, UNIT=unit,
-                              num_warps=warps)
+    pool = check_pool(pool, block) if top_k_cuts == 1 else 0
+    pz, pi, pn, pe, pooled = pool_buffers(rows, nb, max(pool, 1), dev)
+    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, pz, pi, pn, pe, n, vocab, nb, BLOCK=block,
+                              UNIT=unit, POOL=pool, STEPS=POOL_STEPS, num_warps=warps)
+    if pool:
+        _pool_kernel[(rows,)](pz, pi, pn, pe, *params, bmax, bsum, istate, out, pooled, n, vocab, nb, NBP=nbp, UNIT=unit,
+                              POOL=pool, INDEX_TIES=index_ties, num_warps=POOL_WARPS)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
-    _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,
+    _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, pooled, n, vocab, nb, BLOCK=block,
                                  NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab), BPP=blocks_per_program,
                                  num_warps=warps)
-    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, n, vocab, nb, BLOCK=block,
+    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, pooled, n, vocab, nb, BLOCK=block,
                            NBP=nbp, num_warps=warps)
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):

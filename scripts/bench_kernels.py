@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import statistics
@@ -81,8 +82,9 @@ from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, TouchedLists, apply_path_penalties, path_adjust_torch,  # noqa: E402
                                     sparse_adjust_triton, path_tokens_torch, path_tokens_triton, touched_tokens)
-from kernels.posterior import (CUTS, TOP_K_CUTS, TOP_P_CUTS, posterior_tokens_torch, posterior_tokens_triton,  # noqa: E402
-                               uniform_torch)
+from kernels.posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,  # noqa: E402
+                               posterior_tokens_triton, uniform_torch)
+from kernels.posterior_pool import pool_eligible_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
@@ -414,15 +416,25 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
         x = penalise(work) if penalised else logits
         return kernel(x, *params, seed, min_p=min_p, positions=positions)
 
-    def reference() -> tuple[torch.Tensor, ...]:
+    def reference(pool: int = POOL) -> tuple[torch.Tensor, ...]:
         x = penalise(work) if penalised else logits
-        return posterior_tokens_torch(x, *params, seed, min_p=min_p, positions=positions), x, params[0]
+        return posterior_tokens_torch(x, *params, seed, min_p=min_p, positions=positions, pool=pool), x, params[0]
 
-    def fresh(fn: Callable[[], object]) -> Callable[[], object]:
-        return lambda: (work.copy_(logits), fn())[1] if penalised else fn()
+    def fresh(fn: Callable[..., object]) -> Callable[..., object]:
+        return lambda *a: (work.copy_(logits), fn(*a))[1] if penalised else fn(*a)
 
     fns = {"per_node": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}
+    if _pooled_case(case, logits.shape[-1]):  # the same kernel without its candidate pool, side by side
+        fns["split_no_pool"] = lambda: run(functools.partial(posterior_tokens_split, pool=0))
     return fns, fresh(fns["per_node"]), fresh(fns["split"]), fresh(reference)
+
+
+def _pooled_case(case: tuple, vocab: int) -> bool:
+    """Whether a case's rows may draw from the candidate pool (kernels/posterior_pool.py) at the
+    default block and unit: top-k above the row's floor units and at most half its pool."""
+    nb = -(-vocab // BLOCK)
+    return case[0] > 0 and bool(pool_eligible_torch(torch.ones(1, dtype=torch.bool), torch.tensor([case[1]]), vocab,
+                                                    nb, min(UNIT, BLOCK), POOL)[0])
 
 
 def cdf_eps(vocab: int) -> float:
@@ -493,7 +505,7 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
             logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
             argmax = timer.measure({"argmax": lambda logits=logits: logits.argmax(dim=-1)})["argmax"]
             records.append({"batch": bs, "rows": rows, "logits": shape, "case": "torch argmax", "us": argmax})
-            table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", ""])
+            table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", "", ""])
             for name, case in POSTERIOR_CASES.items():
                 fns, per_node, split_fn, reference = _posterior_fns(logits, case, seed, positions, penalise)
                 expected = per_node()
@@ -507,29 +519,34 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                     t = timer.measure({"per_node": fns["per_node"]})
                     records.append({"batch": bs, "rows": rows, "logits": shape, "case": name,
                                     "per_node_us": t["per_node"], "split_error": split_errors[-1]})
-                    table.append([str(bs), shape, name, _cell(t["per_node"]), "FAILED", "", ""])
+                    table.append([str(bs), shape, name, _cell(t["per_node"]), "FAILED", "", "", ""])
                     continue
                 agreement = "yes"
-                if not same:  # which kernel left the torch reference, how often, and whether only at boundaries
-                    ref, x, temp = reference()
+                if not same:  # which kernel left its torch reference, how often, and whether only at boundaries
                     u0 = uniform_torch(seed[:, None], positions, 0)
-                    off = {k: boundary_draws(x, temp, ref, v, first_u=u0, min_p=torch.full((bs,), case[3], device=dev))
-                           for k, v in (("per_node", expected), ("split", split))}
+                    off = {}
+                    for k, v, pool in (("per_node", expected, 0), ("split", split, POOL)):  # no pool per node
+                        ref, x, temp = reference(pool)
+                        off[k] = boundary_draws(x, temp, ref, v, first_u=u0, min_p=torch.full((bs,), case[3], device=dev))
                     counts = ", ".join(f"{k} {n} of {bs * rows} off the torch reference, {near} of them at a CDF boundary"
                                        for k, (n, near) in off.items())
-                    agreement = f"boundary only ({counts})"
+                    pooled = "pooled: " if "split_no_pool" in fns else ""  # the split kernel's draws are another rule's
+                    agreement = f"{pooled}boundary only ({counts})"
+                    if not any(n for n, _ in off.values()):
+                        agreement = "pooled: each kernel == its torch reference (split with its pool, per node without)"
                     if any(n > near for n, near in off.values()):  # a difference float32 summation order cannot explain
                         agreement = f"NO ({counts})"
                         split_errors.append(f"batch {bs}, {shape}, {name}: {counts}")
                 t = timer.measure(fns)
                 ratio = t["per_node"]["median"] / t["split"]["median"]
                 records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "per_node_us": t["per_node"],
-                                "split_us": t["split"], "ratio": ratio, "same_tokens": same, "agreement": agreement})
-                table.append([str(bs), shape, name, _cell(t["per_node"]), _cell(t["split"]), f"{ratio:.2f}x",
-                              agreement])
+                                "split_us": t["split"], "ratio": ratio, "same_tokens": same, "agreement": agreement,
+                                **({"split_no_pool_us": t["split_no_pool"]} if "split_no_pool" in t else {})})
+                table.append([str(bs), shape, name, _cell(t["per_node"]), _cell(t["split"]),
+                              _cell(t["split_no_pool"]) if "split_no_pool" in t else "", f"{ratio:.2f}x", agreement])
     _table(f"posterior, {rows} rows per request, V={vocab}, fp32 logits: us per round, median [p10-p90]",
            ["batch", "logits", "case", "per node (previous)", "split (runtime: program per row, block)",
-            "per node/split", "same tokens"], table)
+            "split without the pool", "per node/split", "same tokens"], table)
     if split_errors:
         raise RuntimeError("a posterior kernel failed, or left the reference off a CDF boundary:\n"
                            + "\n".join(split_errors))

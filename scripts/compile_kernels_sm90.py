@@ -3,7 +3,7 @@
 The CPU tests run the kernels interpreted, which does not type-check or lower them: a kernel can
 pass every interpreted test and still fail to compile on the GPU. Triton's own compiler (frontend,
 TTGIR, PTX and the bundled ptxas) needs no device, so this compiles to a cubin:
-- every kernel of `kernels/posterior.py` and `kernels/posterior_split.py` in each of its switch
+- every kernel of `kernels/posterior.py`, `kernels/posterior_split.py` and `kernels/posterior_pool.py` in each of its switch
   variants (tie order, per-row tail, top-k floor units of 256 and 32 tokens) with the constexprs
   of V=151936 (a table here);
 - with `--launches FILE`, every launch that `scripts/record_launches.py` recorded from interpreted
@@ -29,15 +29,17 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernels import posterior, posterior_split  # noqa: E402
+from kernels import posterior, posterior_pool, posterior_split  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 # pointer arguments that are not fp32; scalars are int32 (the launchers pass ints)
 POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_ptr": "*i64", "pos_ptr": "*i64",
-            "barg_ptr": "*i32", "istate_ptr": "*i32", "cnt_ptr": "*i32"}
+            "barg_ptr": "*i32", "istate_ptr": "*i32", "cnt_ptr": "*i32", "pi_ptr": "*i32", "pn_ptr": "*i32",
+            "pooled_ptr": "*i32"}
 # the launchers' constexprs at V = 151936 (block 2048)
 CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.TOP_K_CUTS, "PC": posterior.TOP_P_CUTS,
-              "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM}
+              "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM, "POOL": posterior.POOL,
+              "STEPS": posterior.POOL_STEPS}
 VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
 SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 # the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);
@@ -45,7 +47,7 @@ SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 UNITS = ({"UNIT": posterior.UNIT, "UP": 1024}, {"UNIT": 32, "UP": 8192})
 KERNELS = (posterior._posterior_kernel, posterior_split._stats_kernel, posterior_split._floor_kernel,
            posterior_split._mass_kernel, posterior_split._start_kernel, posterior_split._check_kernel,
-           posterior_split._finish_kernel)
+           posterior_split._finish_kernel, posterior_pool._pool_kernel)
 
 
 def variants(fn) -> list[dict]:

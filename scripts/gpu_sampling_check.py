@@ -19,6 +19,7 @@ approximation of the noncentral chi-square.
 usage (on the GPU machine, SGLang patched for DDTREE on the path):
     python scripts/gpu_sampling_check.py OUT_DIR [--target T] [--draft D] [--draws 20000]
     python scripts/gpu_sampling_check.py OUT_DIR --make-models /tmp/models8k   # 8192-token models first
+    python scripts/gpu_sampling_check.py OUT_DIR --make-models /tmp/m152k --vocab 151936 --only top_k=2000
     python scripts/gpu_sampling_check.py OUT_DIR --offchain /tmp/models   # paths off the first-child chain
     (--parallel: the three engines side by side, a quarter of the GPU's memory each)
 Defaults: the gpurig models /tmp/models/target_rand and /tmp/models/draft_rand (vocab 512: top-k
@@ -269,7 +270,10 @@ def main() -> None:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--target", default="/tmp/models/target_rand")
     ap.add_argument("--draft", default="/tmp/models/draft_rand")
-    ap.add_argument("--make-models", type=Path, help="build 8192-token gpurig models here and use them")
+    ap.add_argument("--make-models", type=Path, help="build gpurig models of --vocab tokens here and use them")
+    ap.add_argument("--vocab", type=int, default=8192,
+                    help="the vocabulary of --make-models (151936, Qwen's: top-k 2000 rows then draw from their "
+                         "candidate pools, kernels/posterior_pool.py)")
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--draws", type=int, default=20000)
     ap.add_argument("--positions", type=int, default=4, help="tokens per request; every position is compared")
@@ -287,7 +291,7 @@ def main() -> None:
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.make_models:
-        make_models(args.make_models, 8192)
+        make_models(args.make_models, args.vocab)
         args.target, args.draft = str(args.make_models / "target_rand"), str(args.make_models / "draft_rand")
     settings = select_settings(args.only, args.offchain is not None)
     if args.offchain:

@@ -42,7 +42,8 @@ def test_triton_posterior_equals_torch(device: str) -> None:
     seed = torch.randint(0, 2**60, (bs,), generator=gen)
     positions = torch.randint(0, 5000, (bs, n), generator=gen)
     for block in (64, 2048):  # several blocks per row, one block per row
-        ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block)
+        ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
+                                     pool=0)  # the per-node kernel has no candidate pool
         got = posterior_tokens_triton(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)),
                                       min_p=min_p.to(device), positions=positions.to(device), block=block)
         assert torch.equal(got.cpu(), ref)

@@ -17,8 +17,9 @@ import torch
 from tests.cuda_graph import capture_graph
 from tests.kernels_env import DEVICES, INTERPRETED
 
-from kernels.posterior import (CUTS, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
+from kernels.posterior import (CUTS, POOL, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
                                posterior_tokens_triton)
+from kernels.posterior_pool import float_keys_torch, pool_floor_torch, pool_threshold_torch
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -131,9 +132,57 @@ def test_index_ties_equal_torch(device: str) -> None:
     logits, temp, top_k, top_p, seed, min_p, positions = case
     per_node = posterior_tokens_triton(*(t.to(device) for t in (logits, temp, top_k, top_p, seed)), min_p=min_p.to(device),
                                        positions=positions.to(device), index_ties=True)
-    assert torch.equal(per_node.cpu(), ref)
+    # the per-node kernel has no candidate pool (the top-k 50 row has one: 4 blocks of at most 64)
+    assert torch.equal(per_node.cpu(), posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p,
+                                                              positions=positions, index_ties=True, pool=0))
     assert not torch.equal(ref, posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p,
                                                        positions=positions))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_pooled_rows_equal_torch(device: str) -> None:
+    """Rows whose top-k exceeds their floor units (24 here) draw from the candidate pool: the
+    reference's draws (which differ from the unpooled ones: another first floor), split with and
+    without split rounds, in both tie orders; a row whose pool cannot hold its top-k (all logits
+    tied) is not pooled and still draws as the reference."""
+    case = list(_mixed_case(4, 3, 3000, 0.3, seed=21))
+    case[1] = torch.tensor([1.0, 0.7, 1.0, 1.3])
+    case[2] = torch.tensor([100, 400, 700, 50])
+    case[3] = torch.tensor([1.0, 0.9, 1.0, 0.95])
+    case[5] = torch.tensor([0.0, 0.0, 0.3, 0.0])
+    case[0] = case[0].float()
+    case[0][3, 2] = 0.5  # one row of equal logits: every block's tokens tie at its max
+    zb = torch.nn.functional.pad(case[0].view(12, 3000) / case[1].repeat_interleave(3)[:, None], (0, 72),
+                                 value=float("-inf")).view(12, 24, 128)
+    pooled = pool_floor_torch(zb, torch.ones(12, dtype=torch.bool), case[2].repeat_interleave(3), POOL)[0]
+    assert pooled.sum() == 11 and not pooled[11]
+    for index_ties in (False, True):
+        ref = _same_as_reference(device, case, 128, par_rounds=(0, 3), index_ties=index_ties)
+        logits, temp, top_k, top_p, seed, min_p, positions = case
+        unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=128,
+                                          index_ties=index_ties, pool=0)
+        assert (ref != unpooled).sum() >= 6
+        assert ref[3, 2] == unpooled[3, 2]
+
+
+def test_pool_threshold_bounds_the_pool() -> None:
+    """Every block's threshold leaves at most POOL tokens at or above it and, with room, keeps
+    more than POOL / 2 (16 bisection steps on normal logits); a block of at most POOL tokens is
+    pooled whole; a block tied at its max beyond POOL pools nothing."""
+    gen = torch.Generator().manual_seed(4)
+    zb = torch.randn(6, 40, 2048, generator=gen) * torch.tensor([0.1, 1.0, 30.0, 1.0, 1.0, 1.0])[:, None, None]
+    zb[3, :, 1000:] = float("-inf")
+    zb[4] = 2.0
+    zb[5, :, 64:] = float("-inf")
+    zb[5, :, :64] = torch.randn(40, 64, generator=gen)
+    key = float_keys_torch(zb)
+    kept = (key >= pool_threshold_torch(zb, POOL)[..., None]).sum(-1)
+    assert (kept <= POOL).all()
+    assert (kept[:4] > POOL // 2).all()
+    assert (kept[4] == 0).all()
+    assert (kept[5] == POOL).all()
+    assert torch.equal(float_keys_torch(torch.tensor([float("-inf"), -2.0, -0.0, 0.0, 1e-30, 3.0])).argsort(),
+                       torch.arange(6))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -179,6 +228,28 @@ def test_split_equals_runtime_full_vocab(scale: float) -> None:
     ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)
     assert torch.equal(posterior_tokens_triton(*args, min_p=min_p, positions=positions), ref)
     assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions), ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (compiled kernels, the real vocabulary)")
+@pytest.mark.parametrize("scale", [4.0, 0.3])
+def test_pooled_rows_full_vocab(scale: float) -> None:
+    """Compiled, at V=151936: rows with top-k 600-2400 (above the 594 floor units) draw from their
+    pools, split == reference; the per-node kernel (no pool) == the reference without one."""
+    logits, temp, top_k, top_p, seed, min_p, positions = (
+        t.cuda() for t in _mixed_case(8, 16, 151936, scale, seed=int(scale * 10) + 1))
+    logits = logits.float()
+    temp = torch.tensor([1.0, 0.7, 1.0, 1.3, 1.0, 0.5, 1.0, 2.0], device="cuda")
+    top_k = torch.tensor([2000, 1000, 2000, 2400, 600, 2000, 1500, 2000], device="cuda")
+    args = (logits, temp, top_k, top_p, seed)
+    zb = torch.nn.functional.pad(logits.view(128, -1) / temp.repeat_interleave(16)[:, None], (0, 75 * 2048 - 151936),
+                                 value=float("-inf")).view(128, 75, 2048)
+    assert pool_floor_torch(zb, torch.ones(128, dtype=torch.bool, device="cuda"), top_k.repeat_interleave(16),
+                            POOL)[0].sum() >= 100
+    ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)
+    assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions), ref)
+    assert torch.equal(posterior_tokens_triton(*args, min_p=min_p, positions=positions),
+                       posterior_tokens_torch(*args, min_p=min_p, positions=positions, pool=0))
 
 
 @pytest.mark.gpu

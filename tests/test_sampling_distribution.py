@@ -29,7 +29,8 @@ import torch
 from tests.kernels_env import INTERPRETED
 
 from kernels.path_penalties import Penalties, apply_path_penalties
-from kernels.posterior import CUTS, posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import CUTS, POOL, posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior_pool import pool_eligible_torch, pool_floor_torch
 
 ALPHA = 1e-4
 MOVED = 0.03
@@ -148,6 +149,8 @@ SETTINGS = {
     "top_k_24_bf16_ties": (8192, 0.3, dict(temp=1.0, top_k=24, bf16=True), {}),  # a tie at the cut (`test_tie_orders`)
     "min_p_0.2": (2048, 0.8, dict(temp=1.0, min_p=0.2), {}),
     "joint_k_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=50, top_p=0.8, min_p=0.05), {}),
+    "top_k_2000_top_p_0.2_flat": (8192, 0.3, dict(temp=1.0, top_k=2000, top_p=0.2), {}),  # the nucleus < 2000 tokens
+    "joint_k_300_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=300, top_p=0.8, min_p=0.05), {}),
     "repetition_1.3": (2048, 1.5, dict(temp=1.0), dict(rep=1.3)),
     "frequency_0.5": (2048, 1.5, dict(temp=1.0), dict(freq=0.5)),
     "presence_0.7": (2048, 1.5, dict(temp=1.0), dict(pres=0.7)),
@@ -244,6 +247,27 @@ def test_tie_orders(index_ties: bool) -> None:
     draws = {o: _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=o)) for o in (True, False)}
     _check(name, draws[index_ties], index_ties)
     assert _chi_square_p(draws[not index_ties], _case(name, index_ties)[3]) < ALPHA
+
+
+# Candidate pools (kernels/posterior_pool.py) on 8192 tokens in blocks of 128: 64 blocks of at most
+# 64 pooled tokens serve a top-k up to 2048 (no floor units: k > 64 units).
+POOL_SETTINGS = {"top_k_2000_flat": True, "top_k_2000_top_p_0.2_flat": True, "joint_k_300_p_min_p": False}
+
+
+@pytest.mark.parametrize("name", list(POOL_SETTINGS))
+def test_pooled_rows_match_sglang(name: str) -> None:
+    """Rows drawn from their candidate pool (checked pooled here) sample SGLang's distribution, in
+    the tie order named (FlashInfer's value order for the joint filter)."""
+    index_ties = POOL_SETTINGS[name]
+    node, penalties, bias, _, samp = _case(name)
+    vocab = node.shape[-1]
+    z = node[0, 2].float() / samp["temp"]
+    pooled = pool_floor_torch(z.view(1, vocab // 128, 128), torch.ones(1, dtype=torch.bool),
+                              torch.tensor([samp["top_k"]]), POOL)[0]
+    assert bool(pooled[0]) and bool(pool_eligible_torch(torch.ones(1, dtype=torch.bool), torch.tensor([samp["top_k"]]),
+                                                        vocab, vocab // 128, 128, POOL)[0])
+    _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=index_ties, block=128)),
+           index_ties)
 
 
 # draws per setting on interpreted Triton: 1,000 where that already gives power >= 0.99 (the top-k

@@ -57,8 +57,9 @@ def float_keys_torch(z: torch.Tensor) -> torch.Tensor:
 
 @triton.jit
 def _float_keys(z):
+    """int32 keys ordered as the float32 values z (`float_keys_torch` less 2**31)."""
     bits = z.to(tl.int32, bitcast=True)
-    return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(tl.int64) + 2147483648
+    return tl.where(bits < 0, bits ^ 0x7FFFFFFF, bits)
 
 
 def pool_threshold_torch(zb: torch.Tensor, pool: int, steps: int = POOL_STEPS) -> torch.Tensor:
@@ -90,19 +91,20 @@ def pool_floor_torch(zb: torch.Tensor, eligible: torch.Tensor, top_k: torch.Tens
 
 @triton.jit
 def _pool_block(z, idx, pz_ptr, pi_ptr, pn_ptr, pe_ptr, slot, POOL: tl.constexpr, STEPS: tl.constexpr):
-    """Pool the block z (its tokens idx) at slot (row * NB + block): `pool_threshold_torch`'s bisection,
-    the tokens at or above the threshold compacted in index order, their count, the largest left out."""
+    """Pool the block z (its tokens idx) at slot (row * NB + block): `pool_threshold_torch`'s bisection
+    (on int32 keys, the int64 bounds shifted by 2**31 alike), the tokens at or above the threshold
+    compacted in index order, their count, the largest value left out."""
     key = _float_keys(z)
-    lo = tl.min(key, axis=0)
-    hi = tl.max(key, axis=0) + 1
-    whole = tl.sum((key >= lo).to(tl.int32), axis=0) <= POOL
+    lo = tl.min(key, axis=0).to(tl.int64)
+    hi = tl.max(key, axis=0).to(tl.int64) + 1
+    whole = tl.sum((key >= lo.to(tl.int32)).to(tl.int32), axis=0) <= POOL
     for _ in tl.static_range(STEPS):
         mid = lo + ((hi - lo) >> 1)
-        fits = tl.sum((key >= mid).to(tl.int32), axis=0) <= POOL
+        fits = tl.sum((key >= mid.to(tl.int32)).to(tl.int32), axis=0) <= POOL
         hi = tl.where(fits, mid, hi)
         lo = tl.where(fits, lo, mid)
     thr = tl.where(whole, lo, hi)
-    kept = key >= thr
+    kept = key.to(tl.int64) >= thr
     at = tl.cumsum(kept.to(tl.int32), axis=0) - 1
     tl.store(pz_ptr + slot * POOL + at, z, mask=kept)
     tl.store(pi_ptr + slot * POOL + at, idx, mask=kept)
@@ -111,40 +113,74 @@ def _pool_block(z, idx, pz_ptr, pi_ptr, pn_ptr, pe_ptr, slot, POOL: tl.constexpr
 
 
 @triton.jit
-def _pool_kernel(pz_ptr, pi_ptr, pn_ptr, pe_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr,
-                 bsum_ptr, istate_ptr, out_ptr, pooled_ptr, n, V, NB, NBP: tl.constexpr, UNIT: tl.constexpr,
-                 POOL: tl.constexpr, INDEX_TIES: tl.constexpr):
+def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pz_ptr, pi_ptr, pn_ptr, pe_ptr, n, V, NB, BLOCK: tl.constexpr,
+                      UNIT: tl.constexpr, POOL: tl.constexpr, STEPS: tl.constexpr, BPP: tl.constexpr):
+    """Program (row, BPP blocks) of a sampled row the pool serves: pool each block (`_pool_block`);
+    other rows return at once (a pass apart from the stats pass: inside it, the pool's registers
+    slowed every row's stats, 2026-12-04)."""
+    row = tl.program_id(0).to(tl.int64)
+    b = row // n
+    temp = tl.load(temp_ptr + b).to(tl.float32)
+    if (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, POOL):
+        for j in range(BPP):
+            bi = tl.program_id(1) * BPP + j
+            if bi < NB:
+                idx = bi * BLOCK + tl.arange(0, BLOCK)
+                z = tl.load(logits_ptr + row * V + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+                _pool_block(z, idx, pz_ptr, pi_ptr, pn_ptr, pe_ptr, row * NB + bi, POOL, STEPS)
+
+
+@triton.jit
+def _chunk(pz_ptr, pi_ptr, pn_ptr, row, NB, c, CH: tl.constexpr, POOL: tl.constexpr):
+    """Pooled tokens of blocks [c, c + CH) of a row: (z [CH, POOL], idx, their blocks [CH])."""
+    blocks = c + tl.arange(0, CH)
+    slots = row * NB + blocks
+    count = tl.load(pn_ptr + slots, mask=blocks < NB, other=0)
+    j = tl.arange(0, POOL)
+    ok = j[None, :] < count[:, None]
+    at = slots[:, None] * POOL + j[None, :]
+    return (tl.load(pz_ptr + at, mask=ok, other=float("-inf")), tl.load(pi_ptr + at, mask=ok, other=2147483647),
+            blocks)
+
+
+@triton.jit
+def _pool_kernel(pz_ptr, pi_ptr, pn_ptr, pe_ptr, scratch_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
+                 bmax_ptr, bsum_ptr, istate_ptr, out_ptr, pooled_ptr, n, V, NB, NBP: tl.constexpr, UNIT: tl.constexpr,
+                 POOL: tl.constexpr, CH: tl.constexpr, INDEX_TIES: tl.constexpr):
     """Program per row: a pooled row's whole draw (posterior.py's rounds, one cut per check) on its pool,
-    its token and status DONE stored; pooled[row] says whether it was pooled."""
+    read CH blocks at a time (per-block masses through `scratch` [rows, NB]); its token and status
+    DONE stored; pooled[row] says whether it was pooled."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp = tl.load(temp_ptr + b).to(tl.float32)
     top_k = tl.load(topk_ptr + b)
-    use = (temp > 0.0) & _pool_eligible(top_k, V, NB, UNIT, POOL)
     pooled = tl.zeros([], tl.int32)
-    if use:
+    if (temp > 0.0) & _pool_eligible(top_k, V, NB, UNIT, POOL):
         blocks = tl.arange(0, NBP)
         slots = row * NB + blocks
-        count = tl.load(pn_ptr + slots, mask=blocks < NB, other=0)
         e = tl.max(tl.load(pe_ptr + slots, mask=blocks < NB, other=float("-inf")), axis=0)
-        j = tl.arange(0, POOL)
-        ok = j[None, :] < count[:, None]
-        z = tl.load(pz_ptr + slots[:, None] * POOL + j[None, :], mask=ok, other=float("-inf"))
-        idx = tl.load(pi_ptr + slots[:, None] * POOL + j[None, :], mask=ok, other=2147483647)
-        if tl.sum(tl.sum((z > e).to(tl.int32), axis=1), axis=0) >= top_k:
+        bmax = tl.load(bmax_ptr + slots, mask=blocks < NB, other=float("-inf"))
+        row_max = tl.max(bmax, axis=0)
+        min_p = tl.load(minp_ptr + b).to(tl.float32)
+        count = tl.zeros([], tl.int32)
+        for c in range(0, NB, CH):  # the pooled tokens above E, and the first support's block masses
+            z, idx, cb = _chunk(pz_ptr, pi_ptr, pn_ptr, row, NB, c, CH, POOL)
+            w = tl.exp(z - row_max)
+            count += tl.sum(tl.sum((z > e).to(tl.int32), axis=1), axis=0)
+            tl.store(scratch_ptr + row * NB + cb, tl.sum(tl.where((z > e) & (w >= min_p), w, 0.0), axis=1),
+                     mask=cb < NB)
+        if count >= top_k:
             pooled = 1
-            bmax = tl.load(bmax_ptr + slots, mask=blocks < NB, other=float("-inf"))
-            row_max = tl.max(bmax, axis=0)
+            tl.debug_barrier()  # the block masses this program stored, visible to all its threads
+            mass = tl.load(scratch_ptr + slots, mask=blocks < NB, other=0.0)
             bsum = tl.load(bsum_ptr + slots, mask=blocks < NB, other=0.0)
             total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
             top_p = tl.load(topp_ptr + b).to(tl.float32)
-            min_p = tl.load(minp_ptr + b).to(tl.float32)
             seed = tl.load(seed_ptr + b)
             position = tl.load(pos_ptr + row)
-            w = tl.exp(z - row_max)
+            j = tl.arange(0, POOL)
             floor = e
             floor_idx = tl.zeros([], tl.int32)
-            mass = tl.sum(tl.where((z > e) & (w >= min_p), w, 0.0), axis=1)
             floor_mass = tl.sum(mass, axis=0)
             rnd = tl.zeros([], tl.int32)
             token = tl.zeros([], tl.int32)
@@ -156,12 +192,12 @@ def _pool_kernel(pz_ptr, pi_ptr, pn_ptr, pe_ptr, temp_ptr, topk_ptr, topp_ptr, m
                 last_b = tl.max(tl.where(mass > 0.0, blocks, -1), axis=0)
                 pick_b = tl.maximum(tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b), 0)
                 before = tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
-                in_b = blocks[:, None] == pick_b
-                zr = tl.sum(tl.where(in_b, z, 0.0), axis=0)
-                ir = tl.sum(tl.where(in_b, idx, 0), axis=0)
+                slot = row * NB + pick_b
+                ok = j < tl.load(pn_ptr + slot)
+                zr = tl.load(pz_ptr + slot * POOL + j, mask=ok, other=float("-inf"))
+                ir = tl.load(pi_ptr + slot * POOL + j, mask=ok, other=2147483647)
                 wr = tl.exp(zr - row_max)
-                wr = tl.where((j < tl.sum(tl.where(blocks == pick_b, count, 0), axis=0))
-                              & _above(zr, ir, floor, floor_idx) & (wr >= min_p), wr, 0.0)
+                wr = tl.where(ok & _above(zr, ir, floor, floor_idx) & (wr >= min_p), wr, 0.0)
                 cw = before + tl.cumsum(wr, axis=0)
                 last_j = tl.max(tl.where(wr > 0.0, j, -1), axis=0)
                 pick_j = tl.maximum(tl.minimum(tl.min(tl.where(cw > target, j, POOL), axis=0), last_j), 0)
@@ -171,11 +207,18 @@ def _pool_kernel(pz_ptr, pi_ptr, pn_ptr, pe_ptr, temp_ptr, topk_ptr, topp_ptr, m
                 cut_idx = tl.zeros([], tl.int32)
                 if INDEX_TIES:
                     cut_idx = token
-                gt = _above(z, idx, z_pick, cut_idx)
-                above = tl.sum(tl.where(gt, w, 0.0), axis=1)
+                above_n = tl.zeros([], tl.int32)
+                tl.debug_barrier()  # every thread has read the block masses before they are replaced
+                for c in range(0, NB, CH):
+                    z, idx, cb = _chunk(pz_ptr, pi_ptr, pn_ptr, row, NB, c, CH, POOL)
+                    gt = _above(z, idx, z_pick, cut_idx)
+                    above_n += tl.sum(tl.sum(gt.to(tl.int32), axis=1), axis=0)
+                    tl.store(scratch_ptr + row * NB + cb, tl.sum(tl.where(gt, tl.exp(z - row_max), 0.0), axis=1),
+                             mask=cb < NB)
+                tl.debug_barrier()
+                above = tl.load(scratch_ptr + slots, mask=blocks < NB, other=0.0)
                 above_mass = tl.sum(above, axis=0)
-                outside = (tl.sum(tl.sum(gt.to(tl.int32), axis=1), axis=0) >= top_k) | (
-                    (top_p < 1.0) & (above_mass > top_p * total))
+                outside = (above_n >= top_k) | ((top_p < 1.0) & (above_mass > top_p * total))
                 floor = tl.where(outside, z_pick, floor)
                 floor_idx = tl.where(outside, cut_idx, floor_idx)
                 mass = tl.where(outside, above, mass)
@@ -187,12 +230,27 @@ def _pool_kernel(pz_ptr, pi_ptr, pn_ptr, pe_ptr, temp_ptr, topk_ptr, topp_ptr, m
     tl.store(pooled_ptr + row, pooled)
 
 
-def pool_buffers(rows: int, nb: int, pool: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """(values [rows, nb, pool], indices, counts [rows, nb], largest left out [rows, nb], pooled [rows]):
-    the stats pass fills the first four for every block of an eligible row; pooled is 0 until the pool
-    kernel says otherwise."""
-    return (torch.empty((rows, nb, pool), dtype=torch.float32, device=device),
-            torch.empty((rows, nb, pool), dtype=torch.int32, device=device),
-            torch.empty((rows, nb), dtype=torch.int32, device=device),
-            torch.empty((rows, nb), dtype=torch.float32, device=device),
-            torch.zeros(rows, dtype=torch.int32, device=device))
+POOL_CHUNK = 16  # blocks per load of a pooled row's program ([16, POOL] tokens)
+
+
+def launch_pool(logits: torch.Tensor, params: tuple, bmax: torch.Tensor, bsum: torch.Tensor, istate: torch.Tensor,
+                out: torch.Tensor, n: int, nb: int, block: int, unit: int, pool: int, blocks_per_program: int,
+                index_ties: bool, warps: int) -> torch.Tensor:
+    """The pool pass and the per-row pooled draw (after the stats pass, before the first draw of the
+    others): int32 pooled [rows], all 0 when pool is 0 (nothing launched)."""
+    rows, dev = logits.shape[0] * n, logits.device
+    pooled = torch.zeros(rows, dtype=torch.int32, device=dev)
+    if not pool:
+        return pooled
+    temp, top_k = params[0], params[1]
+    pz = torch.empty((rows, nb, pool), dtype=torch.float32, device=dev)
+    pi = torch.empty((rows, nb, pool), dtype=torch.int32, device=dev)
+    pn = torch.empty((rows, nb), dtype=torch.int32, device=dev)
+    pe, scratch = (torch.empty((rows, nb), dtype=torch.float32, device=dev) for _ in range(2))
+    _pool_pass_kernel[(rows, triton.cdiv(nb, blocks_per_program))](
+        logits, temp, top_k, pz, pi, pn, pe, n, logits.shape[-1], nb, BLOCK=block, UNIT=unit, POOL=pool,
+        STEPS=POOL_STEPS, BPP=blocks_per_program, num_warps=warps)
+    _pool_kernel[(rows,)](pz, pi, pn, pe, scratch, *params, bmax, bsum, istate, out, pooled, n, logits.shape[-1], nb,
+                          NBP=max(2, triton.next_power_of_2(nb)), UNIT=unit, POOL=pool,
+                          CH=min(POOL_CHUNK, max(2, triton.next_power_of_2(nb))), INDEX_TIES=index_ties, num_warps=4)
+    return pooled

@@ -36,6 +36,9 @@ most one block:
    Passes over the logits: 1 (greedy, no filter), 2 with min-p, 1 + rounds with top-k / top-p
    (a check round reads only the blocks that reach above the drawn token; the floor's mass pass
    only the units above the floor).
+4. A row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) and fits its candidate
+   pool (posterior_pool.py) pools up to POOL tokens per block in a pass of its own; a per-row program
+   then makes its whole draw on the pool (2 passes over the logits), and the passes above skip it.
 """
 
 from __future__ import annotations
@@ -44,10 +47,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, POOL, POOL_STEPS, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block,
-                        _cut_candidates, _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts,
-                        floor_unit, mass_span)
-from .posterior_pool import _pool_block, _pool_eligible, _pool_kernel, check_pool, pool_buffers
+from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
+                        _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
+from .posterior_pool import check_pool, launch_pool
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -55,7 +57,6 @@ PAR_ROUNDS = 3  # check rounds run split over the row's blocks; a row still draw
 # Blocks per program of the mass and check passes: a pass of one program per (row, block) spent
 # ~50 us at batch 64 x 16 rows on the H200 even when every program returned at once (2026-12-03).
 BLOCKS_PER_PROGRAM = 8
-POOL_WARPS = 8  # a pooled row's program holds its [blocks, POOL] tile (75 x 64 tokens at V = 151936)
 
 
 @triton.jit
@@ -79,12 +80,10 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pz_ptr, pi_ptr, pn_ptr,
-                  pe_ptr, n, V, NB, BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
-                  STEPS: tl.constexpr):
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr):
     """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
-    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
-    for a row the candidate pool serves, the block's pooled tokens (posterior_pool.py)."""
+    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens."""
     row = tl.program_id(0).to(tl.int64)
     bi = tl.program_id(1)
     b = row // n
@@ -99,9 +98,6 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
         tl.store(bsum_ptr + row * NB + bi, tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0))
-    if POOL > 0:
-        if sampled & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, POOL):
-            _pool_block(z, idx, pz_ptr, pi_ptr, pn_ptr, pe_ptr, row * NB + bi, POOL, STEPS)
 
 
 @triton.jit
@@ -413,12 +409,10 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
-    pz, pi, pn, pe, pooled = pool_buffers(rows, nb, max(pool, 1), dev)
-    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, pz, pi, pn, pe, n, vocab, nb, BLOCK=block,
-                              UNIT=unit, POOL=pool, STEPS=POOL_STEPS, num_warps=warps)
-    if pool:
-        _pool_kernel[(rows,)](pz, pi, pn, pe, *params, bmax, bsum, istate, out, pooled, n, vocab, nb, NBP=nbp, UNIT=unit,
-                              POOL=pool, INDEX_TIES=index_ties, num_warps=POOL_WARPS)
+    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, n, vocab, nb, BLOCK=block, UNIT=unit,
+                              num_warps=warps)
+    pooled = launch_pool(logits, params, bmax, bsum, istate, out, n, nb, block, unit, pool, blocks_per_program,
+                         index_ties, warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, pooled, n, vocab, nb, BLOCK=block,

@@ -642,7 +642,7 @@ def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
-        for case in PROFILE_CASES:
+        for case in args.profile_cases:
             params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
             for par_rounds, unit in ((3, 2048), (3, 256), (6, 256), (3, 32), (6, 32)):
                 per = kernel_breakdown(lambda: posterior_tokens_split(logits, *params, seed, min_p=min_p,
@@ -815,6 +815,8 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=16, help="tree nodes per request (posterior section)")
     parser.add_argument("--tune", nargs="+", default=["launch", "cuts"], choices=["launch", "cuts"],
                         help="posterior-tune's knob groups")
+    parser.add_argument("--profile-cases", nargs="+", default=list(PROFILE_CASES), choices=list(PROFILE_CASES),
+                        help="the posterior-profile section's cases")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)

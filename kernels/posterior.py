@@ -67,9 +67,9 @@ UNIT = 256  # tokens per unit of the top-k floor (`_top_k_floor`): a row's maxim
 # tighten the floor without turning that pass into a loop of tiny loads.
 SPAN = 256
 # The candidate pool of a large-k top-k row (posterior_pool.py): at most POOL tokens per block
-# (0: none), found by POOL_STEPS bisection steps.
-POOL = 64
-POOL_STEPS = 16
+# (0: none) above a row floor ranked from the maxima of POOL_UNIT tokens.
+POOL = 128
+POOL_UNIT = 32
 _FLT_MIN = 1.1754943508222875e-38
 
 
@@ -433,10 +433,10 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
     pooled = torch.zeros_like(floored)
     if pool:
-        eligible = pool_eligible_torch(sampled, k, vocab, nb, unit, pool)
+        eligible = pool_eligible_torch(sampled, k, vocab, nb, unit, block)
         if bool(eligible.any()):
-            pooled, e = pool_floor_torch(zb, eligible, k, pool)
-            floor = torch.where(pooled, e, floor)
+            pooled, pool_floor = pool_floor_torch(zb, eligible, k, pool, vocab)
+            floor = torch.where(pooled, pool_floor, floor)
     support = torch.where((zb > floor[:, None, None]) & (w_all >= mp[:, None, None]), w_all, 0.0)
     support_mass = support.sum(-1)
     if unit < block:  # a floored row's blocks are summed span by span, in order (the kernels skip spans below the floor)

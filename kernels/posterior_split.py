@@ -36,9 +36,10 @@ most one block:
    Passes over the logits: 1 (greedy, no filter), 2 with min-p, 1 + rounds with top-k / top-p
    (a check round reads only the blocks that reach above the drawn token; the floor's mass pass
    only the units above the floor).
-4. A row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) and fits its candidate
-   pool (posterior_pool.py) pools up to POOL tokens per block in a pass of its own; a per-row program
-   then makes its whole draw on the pool (2 passes over the logits), and the passes above skip it.
+4. A row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) gets a floor ranked
+   per block in the stats pass and pools the tokens above it (posterior_pool.py: up to POOL per
+   block) in a pass of its own; a per-row program then makes its whole draw on the pool (2 passes
+   over the logits), and the passes above skip it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ import triton.language as tl
 
 from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
                         _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
-from .posterior_pool import check_pool, launch_pool
+from .posterior_pool import _block_rank, _pool_eligible, check_pool, launch_pool, pool_ranks
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -80,10 +81,11 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, UNIT: tl.constexpr):
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
     """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
-    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens."""
+    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
+    for a row the candidate pool serves (POOL > 0), its ranked unit maximum (posterior_pool.py)."""
     row = tl.program_id(0).to(tl.int64)
     bi = tl.program_id(1)
     b = row // n
@@ -98,6 +100,10 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
         tl.store(bsum_ptr + row * NB + bi, tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0))
+    if POOL > 0:
+        top_k = tl.load(topk_ptr + b)
+        if sampled & _pool_eligible(top_k, V, NB, UNIT, BLOCK):
+            tl.store(pu_ptr + row * NB + bi, _block_rank(z, top_k, V, BLOCK))
 
 
 @triton.jit
@@ -409,10 +415,10 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
-    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, n, vocab, nb, BLOCK=block, UNIT=unit,
-                              num_warps=warps)
-    pooled = launch_pool(logits, params, bmax, bsum, istate, out, n, nb, block, unit, pool, blocks_per_program,
-                         index_ties, warps)
+    ranks = pool_ranks(rows, nb, pool, dev)
+    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab, nb, BLOCK=block, UNIT=unit,
+                              POOL=pool, num_warps=warps)
+    pooled = launch_pool(logits, params, ranks, bmax, bsum, istate, out, n, nb, block, unit, pool, index_ties, warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, pooled, n, vocab, nb, BLOCK=block,

@@ -431,10 +431,10 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
 
 def _pooled_case(case: tuple, vocab: int) -> bool:
     """Whether a case's rows may draw from the candidate pool (kernels/posterior_pool.py) at the
-    default block and unit: top-k above the row's floor units and at most half its pool."""
+    default block and unit (top-k above the row's floor units, at most V / 64)."""
     nb = -(-vocab // BLOCK)
-    return case[0] > 0 and bool(pool_eligible_torch(torch.ones(1, dtype=torch.bool), torch.tensor([case[1]]), vocab,
-                                                    nb, min(UNIT, BLOCK), POOL)[0])
+    return POOL > 0 and case[0] > 0 and bool(pool_eligible_torch(torch.ones(1, dtype=torch.bool), torch.tensor([case[1]]),
+                                                                 vocab, nb, min(UNIT, BLOCK), BLOCK)[0])
 
 
 def cdf_eps(vocab: int) -> float:

@@ -19,7 +19,7 @@ from tests.kernels_env import DEVICES, INTERPRETED
 
 from kernels.posterior import (CUTS, POOL, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
                                posterior_tokens_triton)
-from kernels.posterior_pool import float_keys_torch, pool_floor_torch, pool_threshold_torch
+from kernels.posterior_pool import pool_eligible_torch, pool_floor_torch
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -141,48 +141,49 @@ def test_index_ties_equal_torch(device: str) -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_pooled_rows_equal_torch(device: str) -> None:
-    """Rows whose top-k exceeds their floor units (24 here) draw from the candidate pool: the
-    reference's draws (which differ from the unpooled ones: another first floor), split with and
-    without split rounds, in both tie orders; a row whose pool cannot hold its top-k (all logits
-    tied) is not pooled and still draws as the reference."""
+    """Rows whose top-k (20-40) exceeds their floor units (12 here: blocks of 512, units of 256) draw from
+    the candidate pool: the reference's draws (which differ from the unpooled ones: another first
+    floor), split with and without split rounds, in both tie orders; a row whose blocks hold more
+    than POOL tokens above its floor (all logits tied) is not pooled and still draws as the reference."""
     case = list(_mixed_case(4, 3, 3000, 0.3, seed=21))
     case[1] = torch.tensor([1.0, 0.7, 1.0, 1.3])
-    case[2] = torch.tensor([100, 400, 700, 50])
+    case[2] = torch.tensor([20, 40, 30, 36])
     case[3] = torch.tensor([1.0, 0.9, 1.0, 0.95])
     case[5] = torch.tensor([0.0, 0.0, 0.3, 0.0])
     case[0] = case[0].float()
-    case[0][3, 2] = 0.5  # one row of equal logits: every block's tokens tie at its max
+    case[0][3, 2] = 0.5  # one row of equal logits: its floor sits just under all of them
     zb = torch.nn.functional.pad(case[0].view(12, 3000) / case[1].repeat_interleave(3)[:, None], (0, 72),
-                                 value=float("-inf")).view(12, 24, 128)
-    pooled = pool_floor_torch(zb, torch.ones(12, dtype=torch.bool), case[2].repeat_interleave(3), POOL)[0]
+                                 value=float("-inf")).view(12, 6, 512)
+    pooled = pool_floor_torch(zb, torch.ones(12, dtype=torch.bool), case[2].repeat_interleave(3), POOL, 3000)[0]
     assert pooled.sum() == 11 and not pooled[11]
     for index_ties in (False, True):
-        ref = _same_as_reference(device, case, 128, par_rounds=(0, 3), index_ties=index_ties)
+        ref = _same_as_reference(device, case, 512, par_rounds=(0, 3), index_ties=index_ties)
         logits, temp, top_k, top_p, seed, min_p, positions = case
-        unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=128,
+        unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=512,
                                           index_ties=index_ties, pool=0)
         assert (ref != unpooled).sum() >= 6
         assert ref[3, 2] == unpooled[3, 2]
 
 
-def test_pool_threshold_bounds_the_pool() -> None:
-    """Every block's threshold leaves at most POOL tokens at or above it and, with room, keeps
-    more than POOL / 2 (16 bisection steps on normal logits); a block of at most POOL tokens is
-    pooled whole; a block tied at its max beyond POOL pools nothing."""
+def test_pool_floor_holds_the_top_k() -> None:
+    """At V=151936 (74 full blocks of 2048 and a partial one), top-k 600-2300, peaked and flat rows: at
+    least k tokens lie above the floor, at most ~2.3 k on flat rows (the pool stays small), no block
+    holds more than POOL of them; a row with a block of tied logits is not pooled; the pool serves
+    top-k 595 (above the 594 floor units) to 2368 (74 x 32)."""
     gen = torch.Generator().manual_seed(4)
-    zb = torch.randn(6, 40, 2048, generator=gen) * torch.tensor([0.1, 1.0, 30.0, 1.0, 1.0, 1.0])[:, None, None]
-    zb[3, :, 1000:] = float("-inf")
-    zb[4] = 2.0
-    zb[5, :, 64:] = float("-inf")
-    zb[5, :, :64] = torch.randn(40, 64, generator=gen)
-    key = float_keys_torch(zb)
-    kept = (key >= pool_threshold_torch(zb, POOL)[..., None]).sum(-1)
-    assert (kept <= POOL).all()
-    assert (kept[:4] > POOL // 2).all()
-    assert (kept[4] == 0).all()
-    assert (kept[5] == POOL).all()
-    assert torch.equal(float_keys_torch(torch.tensor([float("-inf"), -2.0, -0.0, 0.0, 1e-30, 3.0])).argsort(),
-                       torch.arange(6))
+    zb = torch.randn(6, 75, 2048, generator=gen) * torch.tensor([0.3, 0.3, 4.0, 4.0, 1.0, 1.0])[:, None, None]
+    zb[:, -1, 151936 - 74 * 2048:] = float("-inf")
+    zb[5, 7] = 2.0
+    k = torch.tensor([2000, 600, 2300, 1000, 2000, 2000])
+    pooled, floor = pool_floor_torch(zb, torch.ones(6, dtype=torch.bool), k, POOL, 151936)
+    above = (zb > floor[:, None, None])
+    assert pooled.tolist() == [True] * 5 + [False]
+    assert (above.sum((-1, -2))[:5] >= k[:5]).all()
+    assert (above.sum((-1, -2))[:2] <= 2.3 * k[:2]).all()
+    assert (above.sum(-1)[:5] <= POOL).all()
+    eligible = pool_eligible_torch(torch.ones(4, dtype=torch.bool), torch.tensor([594, 595, 2368, 2369]), 151936, 75,
+                                   256, 2048)
+    assert eligible.tolist() == [False, True, True, False]
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -234,7 +235,7 @@ def test_split_equals_runtime_full_vocab(scale: float) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (compiled kernels, the real vocabulary)")
 @pytest.mark.parametrize("scale", [4.0, 0.3])
 def test_pooled_rows_full_vocab(scale: float) -> None:
-    """Compiled, at V=151936: rows with top-k 600-2400 (above the 594 floor units) draw from their
+    """Compiled, at V=151936: rows with top-k 600-2300 (above the 594 floor units) draw from their
     pools, split == reference. (The per-node kernel, which has no pool, left the reference without
     one at a CDF boundary on these flat rows, H200 2026-12-04: `test_split_equals_runtime_full_vocab`
     compares it.)"""
@@ -242,12 +243,12 @@ def test_pooled_rows_full_vocab(scale: float) -> None:
         t.cuda() for t in _mixed_case(8, 16, 151936, scale, seed=int(scale * 10) + 1))
     logits = logits.float()
     temp = torch.tensor([1.0, 0.7, 1.0, 1.3, 1.0, 0.5, 1.0, 2.0], device="cuda")
-    top_k = torch.tensor([2000, 1000, 2000, 2400, 600, 2000, 1500, 2000], device="cuda")
+    top_k = torch.tensor([2000, 1000, 2000, 2300, 600, 2000, 1500, 2000], device="cuda")
     args = (logits, temp, top_k, top_p, seed)
     zb = torch.nn.functional.pad(logits.view(128, -1) / temp.repeat_interleave(16)[:, None], (0, 75 * 2048 - 151936),
                                  value=float("-inf")).view(128, 75, 2048)
     assert pool_floor_torch(zb, torch.ones(128, dtype=torch.bool, device="cuda"), top_k.repeat_interleave(16),
-                            POOL)[0].sum() >= 100
+                            POOL, 151936)[0].sum() >= 100
     ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)
     assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions), ref)
 

@@ -149,8 +149,9 @@ SETTINGS = {
     "top_k_24_bf16_ties": (8192, 0.3, dict(temp=1.0, top_k=24, bf16=True), {}),  # a tie at the cut (`test_tie_orders`)
     "min_p_0.2": (2048, 0.8, dict(temp=1.0, min_p=0.2), {}),
     "joint_k_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=50, top_p=0.8, min_p=0.05), {}),
-    "top_k_2000_top_p_0.2_flat": (8192, 0.3, dict(temp=1.0, top_k=2000, top_p=0.2), {}),  # the nucleus < 2000 tokens
-    "joint_k_300_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=300, top_p=0.8, min_p=0.05), {}),
+    "top_k_100_flat": (8192, 0.3, dict(temp=1.0, top_k=100), {}),
+    "top_k_100_top_p_0.005_flat": (8192, 0.3, dict(temp=1.0, top_k=100, top_p=0.005), {}),  # a nucleus of ~40
+    "joint_k_100_p_min_p": (8192, 1.5, dict(temp=0.8, top_k=100, top_p=0.8, min_p=0.05), {}),
     "repetition_1.3": (2048, 1.5, dict(temp=1.0), dict(rep=1.3)),
     "frequency_0.5": (2048, 1.5, dict(temp=1.0), dict(freq=0.5)),
     "presence_0.7": (2048, 1.5, dict(temp=1.0), dict(pres=0.7)),
@@ -160,7 +161,7 @@ SETTINGS = {
 
 
 # settings made for the candidate pool (`test_pooled_rows_match_sglang`), run there only
-POOL_ONLY = ("top_k_2000_top_p_0.2_flat", "joint_k_300_p_min_p")
+POOL_ONLY = ("top_k_100_flat", "top_k_100_top_p_0.005_flat", "joint_k_100_p_min_p")
 
 
 def _case(name: str, index_ties: bool = True):
@@ -253,9 +254,9 @@ def test_tie_orders(index_ties: bool) -> None:
     assert _chi_square_p(draws[not index_ties], _case(name, index_ties)[3]) < ALPHA
 
 
-# Candidate pools (kernels/posterior_pool.py) on 8192 tokens in blocks of 128: 64 blocks of at most
-# 64 pooled tokens serve a top-k up to 2048 (no floor units: k > 64 units).
-POOL_SETTINGS = {"top_k_2000_flat": True, "top_k_2000_top_p_0.2_flat": True, "joint_k_300_p_min_p": False}
+# Candidate pools (kernels/posterior_pool.py) on 8192 tokens: 4 blocks of 2048 serve a top-k above
+# the 32 floor units and at most 128 (V / 64).
+POOL_SETTINGS = {"top_k_100_flat": True, "top_k_100_top_p_0.005_flat": True, "joint_k_100_p_min_p": False}
 
 
 @pytest.mark.parametrize("name", list(POOL_SETTINGS))
@@ -265,13 +266,12 @@ def test_pooled_rows_match_sglang(name: str) -> None:
     index_ties = POOL_SETTINGS[name]
     node, penalties, bias, _, samp = _case(name)
     vocab = node.shape[-1]
+    k = torch.tensor([samp["top_k"]])
+    yes = torch.ones(1, dtype=torch.bool)
     z = node[0, 2].float() / samp["temp"]
-    pooled = pool_floor_torch(z.view(1, vocab // 128, 128), torch.ones(1, dtype=torch.bool),
-                              torch.tensor([samp["top_k"]]), POOL)[0]
-    assert bool(pooled[0]) and bool(pool_eligible_torch(torch.ones(1, dtype=torch.bool), torch.tensor([samp["top_k"]]),
-                                                        vocab, vocab // 128, 128, POOL)[0])
-    _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=index_ties, block=128)),
-           index_ties)
+    assert bool(pool_eligible_torch(yes, k, vocab, vocab // 2048, 256, 2048)[0])
+    assert bool(pool_floor_torch(z.view(1, vocab // 2048, 2048), yes, k, POOL, vocab)[0][0])
+    _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=index_ties)), index_ties)
 
 
 # draws per setting on interpreted Triton: 1,000 where that already gives power >= 0.99 (the top-k

@@ -12,8 +12,10 @@ docs/kernels.md "Flat top-k 2000"). The pool gives such a row a floor without a 
    >= c * NF >= k tokens >= T: top-k keeps nothing below T, and the exclusive floor
    F = just_below(T) holds the kept set above it. For a flat row with k = 2000, ~4,300 tokens lie
    above F.
-3. Pool pass: every block's tokens above F, compacted in index order (at most POOL per block;
-   a block with more leaves its row unpooled, as a row whose T is -inf).
+3. Pool pass, on a flat row only (the row max's mass at most 1 / POOL_FLAT of the total: a
+   peaked row's unfloored first draw lands in its top-k anyway): every block's tokens above F,
+   compacted in index order (at most POOL per block; a block with more leaves its row unpooled,
+   as a row whose T is -inf).
 4. Per row: the whole rejection sampler of posterior.py on the pool (every support of every
    round lies above F, so inside the pool), CH blocks of it at a time; the other passes skip
    the row. An unpooled row takes them as before (no floor).
@@ -29,9 +31,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import POOL_UNIT, _above, _just_below, _uniform, just_below_torch
+from .posterior import POOL_FLAT, POOL_UNIT, _above, _just_below, _uniform, just_below_torch
 
 _PU = tl.constexpr(POOL_UNIT)
+_FLAT = tl.constexpr(POOL_FLAT)
 POOL_CHUNK = 16  # blocks per load of a pooled row's program ([16, POOL] tokens)
 # Blocks per program of the pool pass: a pass whose programs all return at once costs ~17 us at
 # batch 64 x 16 rows with 8 (H200, 2026-12-04).
@@ -97,14 +100,40 @@ def _row_floor(pu_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr):
 
 
 @triton.jit
-def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB, BLOCK: tl.constexpr,
-                      NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr):
-    """Program (row, BPP blocks) of a sampled row the pool serves: each block's tokens above the row
-    floor, compacted in index order (when at most POOL), and their count; other rows return at once."""
+def _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP: tl.constexpr):
+    """(row max, total mass relative to it, flat?) from the stats: flat when the total is at least
+    POOL_FLAT (the start kernel's sum, the reference's `total`)."""
+    blocks = tl.arange(0, NBP)
+    bmax = tl.load(bmax_ptr + row * NB + blocks, mask=blocks < NB, other=float("-inf"))
+    row_max = tl.max(bmax, axis=0)
+    bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
+    total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
+    return row_max, total, total >= _FLAT
+
+
+@triton.jit
+def _compact(kept, BLOCK: tl.constexpr):
+    """Each kept token's rank among the block's kept ones (index order), by unit: a scan of the unit
+    counts, then one within every unit (no scan over the whole block)."""
+    k2 = tl.reshape(kept.to(tl.int32), (BLOCK // _PU, _PU))
+    per_unit = tl.sum(k2, axis=1)
+    before = tl.cumsum(per_unit, axis=0) - per_unit
+    return tl.reshape(before[:, None] + tl.cumsum(k2, axis=1) - 1, (BLOCK,))
+
+
+@triton.jit
+def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, bmax_ptr, bsum_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
+                      BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
+                      BPP: tl.constexpr):
+    """Program (row, BPP blocks) of a flat sampled row the pool serves: each block's tokens above the
+    row floor, compacted in index order (when at most POOL), and their count; other rows return at once."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp = tl.load(temp_ptr + b).to(tl.float32)
-    if (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK):
+    use = (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK)
+    if use:
+        use = _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP)[2]
+    if use:
         floor = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)[0]
         for j in range(BPP):
             bi = tl.program_id(1) * BPP + j
@@ -113,7 +142,7 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn
                 z = tl.load(logits_ptr + row * V + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
                 kept = z > floor
                 count = tl.sum(kept.to(tl.int32), axis=0)
-                at = tl.cumsum(kept.to(tl.int32), axis=0) - 1
+                at = _compact(kept, BLOCK)
                 slot = row * NB + bi
                 fits = kept & (count <= POOL)
                 tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
@@ -146,15 +175,17 @@ def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr
     temp = tl.load(temp_ptr + b).to(tl.float32)
     top_k = tl.load(topk_ptr + b)
     pooled = tl.zeros([], tl.int32)
-    if (temp > 0.0) & _pool_eligible(top_k, V, NB, UNIT, BLOCK):
+    use = (temp > 0.0) & _pool_eligible(top_k, V, NB, UNIT, BLOCK)
+    if use:
+        use = _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP)[2]
+    if use:
         blocks = tl.arange(0, NBP)
         slots = row * NB + blocks
         floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
         most = tl.max(tl.load(pn_ptr + slots, mask=blocks < NB, other=0), axis=0)
         if (most <= POOL) & (t > float("-inf")):
             pooled = 1
-            bmax = tl.load(bmax_ptr + slots, mask=blocks < NB, other=float("-inf"))
-            row_max = tl.max(bmax, axis=0)
+            row_max, total, _ = _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP)
             min_p = tl.load(minp_ptr + b).to(tl.float32)
             for c in range(0, NB, CH):  # the first support's block masses
                 z, idx, cb = _chunk(pz_ptr, pi_ptr, pn_ptr, row, NB, c, CH, POOL)
@@ -163,8 +194,6 @@ def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr
                          mask=cb < NB)
             tl.debug_barrier()  # the block masses this program stored, visible to all its threads
             mass = tl.load(scratch_ptr + slots, mask=blocks < NB, other=0.0)
-            bsum = tl.load(bsum_ptr + slots, mask=blocks < NB, other=0.0)
-            total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
             top_p = tl.load(topp_ptr + b).to(tl.float32)
             seed = tl.load(seed_ptr + b)
             position = tl.load(pos_ptr + row)
@@ -241,7 +270,7 @@ def launch_pool(logits: torch.Tensor, params: tuple, ranks: torch.Tensor, bmax: 
     pn = torch.empty((rows, nb), dtype=torch.int32, device=dev)
     scratch = torch.empty((rows, nb), dtype=torch.float32, device=dev)
     _pool_pass_kernel[(rows, triton.cdiv(nb, POOL_BPP))](
-        logits, temp, top_k, ranks, pz, pi, pn, n, vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool,
+        logits, temp, top_k, ranks, bmax, bsum, pz, pi, pn, n, vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool,
         BPP=POOL_BPP, num_warps=warps)
     _pool_kernel[(rows,)](ranks, pz, pi, pn, scratch, *params, bmax, bsum, istate, out, pooled, n, vocab, nb,
                           BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp), INDEX_TIES=index_ties,

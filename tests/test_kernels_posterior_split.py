@@ -17,7 +17,7 @@ import torch
 from tests.cuda_graph import capture_graph
 from tests.kernels_env import DEVICES, INTERPRETED
 
-from kernels.posterior import (CUTS, POOL, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
+from kernels.posterior import (CUTS, POOL, POOL_FLAT, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
                                posterior_tokens_triton)
 from kernels.posterior_pool import pool_eligible_torch, pool_floor_torch
 from kernels.posterior_split import posterior_tokens_split
@@ -143,8 +143,9 @@ def test_index_ties_equal_torch(device: str) -> None:
 def test_pooled_rows_equal_torch(device: str) -> None:
     """Rows whose top-k (20-40) exceeds their floor units (12 here: blocks of 512, units of 256) draw from
     the candidate pool: the reference's draws (which differ from the unpooled ones: another first
-    floor), split with and without split rounds, in both tie orders; a row whose blocks hold more
-    than POOL tokens above its floor (all logits tied) is not pooled and still draws as the reference."""
+    floor), split with and without split rounds, in both tie orders; a peaked request, and a row
+    whose blocks hold more than POOL tokens above its floor (all logits tied), are not pooled and
+    still draw as the reference."""
     case = list(_mixed_case(4, 3, 3000, 0.3, seed=21))
     case[1] = torch.tensor([1.0, 0.7, 1.0, 1.3])
     case[2] = torch.tensor([20, 40, 30, 36])
@@ -152,17 +153,19 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     case[5] = torch.tensor([0.0, 0.0, 0.3, 0.0])
     case[0] = case[0].float()
     case[0][3, 2] = 0.5  # one row of equal logits: its floor sits just under all of them
+    case[0][0] *= 6  # a peaked request (its max holds more than 1 / POOL_FLAT of the mass): not pooled
     zb = torch.nn.functional.pad(case[0].view(12, 3000) / case[1].repeat_interleave(3)[:, None], (0, 72),
                                  value=float("-inf")).view(12, 6, 512)
-    pooled = pool_floor_torch(zb, torch.ones(12, dtype=torch.bool), case[2].repeat_interleave(3), POOL, 3000)[0]
-    assert pooled.sum() == 11 and not pooled[11]
+    flat = torch.exp(zb - zb.amax((-1, -2), keepdim=True)).sum((-1, -2)) >= POOL_FLAT
+    pooled = pool_floor_torch(zb, flat, case[2].repeat_interleave(3), POOL, 3000)[0]
+    assert pooled.tolist() == [False] * 3 + [True] * 8 + [False]
     for index_ties in (False, True):
         ref = _same_as_reference(device, case, 512, par_rounds=(0, 3), index_ties=index_ties)
         logits, temp, top_k, top_p, seed, min_p, positions = case
         unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=512,
                                           index_ties=index_ties, pool=0)
-        assert (ref != unpooled).sum() >= 6
-        assert ref[3, 2] == unpooled[3, 2]
+        assert (ref != unpooled).sum() >= 5
+        assert ref[3, 2] == unpooled[3, 2] and torch.equal(ref[0], unpooled[0])
 
 
 def test_pool_floor_holds_the_top_k() -> None:

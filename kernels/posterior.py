@@ -70,8 +70,8 @@ SPAN = 256
 # (0: none) above a row floor ranked from the maxima of POOL_UNIT tokens.
 POOL = 128
 POOL_UNIT = 32
-# ... only on flat rows: the row max's mass at most 1 / POOL_FLAT of the row's (a peaked row's first
-# unfloored draw lands in its top-k: the pool would only add its second read).
+# ... only on flat rows: in every full block the max's mass at most 1 / POOL_FLAT of the block's (a
+# peaked row's first unfloored draw lands in its top-k: the pool would only add its work).
 POOL_FLAT = 64.0
 _FLT_MIN = 1.1754943508222875e-38
 
@@ -436,7 +436,8 @@ def posterior_tokens_torch(target_logits: torch.Tensor, temperature: torch.Tenso
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
     pooled = torch.zeros_like(floored)
     if pool:
-        eligible = pool_eligible_torch(sampled, k, vocab, nb, unit, block) & (total >= POOL_FLAT)
+        flat = (bsum[:, :vocab // block] >= POOL_FLAT).all(-1)
+        eligible = pool_eligible_torch(sampled, k, vocab, nb, unit, block) & flat
         if bool(eligible.any()):
             pooled, pool_floor = pool_floor_torch(zb, eligible, k, pool, vocab)
             floor = torch.where(pooled, pool_floor, floor)

@@ -12,8 +12,10 @@ docs/kernels.md "Flat top-k 2000"). The pool gives such a row a floor without a 
    >= c * NF >= k tokens >= T: top-k keeps nothing below T, and the exclusive floor
    F = just_below(T) holds the kept set above it. For a flat row with k = 2000, ~4,300 tokens lie
    above F.
-3. Pool pass, on a flat row only (the row max's mass at most 1 / POOL_FLAT of the total: a
-   peaked row's unfloored first draw lands in its top-k anyway): every block's tokens above F,
+   Only on a flat row: every full block's max holds at most 1 / POOL_FLAT of the block's mass
+   (a peaked row's unfloored first draw lands in its top-k anyway), decided per block in the
+   stats pass, so a peaked row pays nothing.
+3. Pool pass: every block's tokens above F,
    compacted in index order (at most POOL per block; a block with more leaves its row unpooled,
    as a row whose T is -inf).
 4. Per row: the whole rejection sampler of posterior.py on the pool (every support of every
@@ -100,15 +102,27 @@ def _row_floor(pu_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr):
 
 
 @triton.jit
-def _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP: tl.constexpr):
-    """(row max, total mass relative to it, flat?) from the stats: flat when the total is at least
-    POOL_FLAT (the start kernel's sum, the reference's `total`)."""
+def _flat_block(block_sum):
+    """A block is flat when its max holds at most 1 / POOL_FLAT of its mass (sum of exp(z - its max))."""
+    return block_sum >= _FLAT
+
+
+@triton.jit
+def _flat_row(bsum_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr):
+    """Whether every full block of the row is flat (`_flat_block`; the stats pass ranked those only)."""
+    blocks = tl.arange(0, NBP)
+    bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < V // BLOCK, other=float("inf"))
+    return tl.min(bsum, axis=0) >= _FLAT
+
+
+@triton.jit
+def _row_total(bmax_ptr, bsum_ptr, row, NB, NBP: tl.constexpr):
+    """(row max, total mass relative to it) from the stats (the start kernel's sum)."""
     blocks = tl.arange(0, NBP)
     bmax = tl.load(bmax_ptr + row * NB + blocks, mask=blocks < NB, other=float("-inf"))
     row_max = tl.max(bmax, axis=0)
     bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
-    total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
-    return row_max, total, total >= _FLAT
+    return row_max, tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
 
 
 @triton.jit
@@ -132,7 +146,7 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, bmax_ptr, bsum_ptr
     temp = tl.load(temp_ptr + b).to(tl.float32)
     use = (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK)
     if use:
-        use = _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP)[2]
+        use = _flat_row(bsum_ptr, row, V, NB, BLOCK, NBP)
     if use:
         floor = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)[0]
         for j in range(BPP):
@@ -177,7 +191,7 @@ def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr
     pooled = tl.zeros([], tl.int32)
     use = (temp > 0.0) & _pool_eligible(top_k, V, NB, UNIT, BLOCK)
     if use:
-        use = _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP)[2]
+        use = _flat_row(bsum_ptr, row, V, NB, BLOCK, NBP)
     if use:
         blocks = tl.arange(0, NBP)
         slots = row * NB + blocks
@@ -185,7 +199,7 @@ def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr
         most = tl.max(tl.load(pn_ptr + slots, mask=blocks < NB, other=0), axis=0)
         if (most <= POOL) & (t > float("-inf")):
             pooled = 1
-            row_max, total, _ = _flat_row(bmax_ptr, bsum_ptr, row, NB, NBP)
+            row_max, total = _row_total(bmax_ptr, bsum_ptr, row, NB, NBP)
             min_p = tl.load(minp_ptr + b).to(tl.float32)
             for c in range(0, NB, CH):  # the first support's block masses
                 z, idx, cb = _chunk(pz_ptr, pi_ptr, pn_ptr, row, NB, c, CH, POOL)

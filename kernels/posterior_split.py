@@ -36,7 +36,7 @@ most one block:
    Passes over the logits: 1 (greedy, no filter), 2 with min-p, 1 + rounds with top-k / top-p
    (a check round reads only the blocks that reach above the drawn token; the floor's mass pass
    only the units above the floor).
-4. A row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) gets a floor ranked
+4. A flat row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) gets a floor ranked
    per block in the stats pass and pools the tokens above it (posterior_pool.py: up to POOL per
    block) in a pass of its own; a per-row program then makes its whole draw on the pool (2 passes
    over the logits), and the passes above skip it.
@@ -50,7 +50,7 @@ import triton.language as tl
 
 from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
                         _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
-from .posterior_pool import _block_rank, _pool_eligible, check_pool, launch_pool, pool_ranks
+from .posterior_pool import _block_rank, _flat_block, _pool_eligible, check_pool, launch_pool, pool_ranks
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -99,11 +99,12 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
             tl.store(unit_ptr + (row * NB + bi) * (BLOCK // UNIT) + tl.arange(0, BLOCK // UNIT),
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
-        tl.store(bsum_ptr + row * NB + bi, tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0))
-    if POOL > 0:
-        top_k = tl.load(topk_ptr + b)
-        if sampled & _pool_eligible(top_k, V, NB, UNIT, BLOCK):
-            tl.store(pu_ptr + row * NB + bi, _block_rank(z, top_k, V, BLOCK))
+        block_sum = tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0)
+        tl.store(bsum_ptr + row * NB + bi, block_sum)
+        if POOL > 0:
+            top_k = tl.load(topk_ptr + b)
+            if _pool_eligible(top_k, V, NB, UNIT, BLOCK) & _flat_block(block_sum):
+                tl.store(pu_ptr + row * NB + bi, _block_rank(z, top_k, V, BLOCK))
 
 
 @triton.jit

@@ -267,7 +267,7 @@ TRITON = (
            "tl.where(at_least >= c, u,", "tl.where(at_least >= c - 1, u,",
            ("tests/test_kernels_posterior_split.py::test_pooled_rows_equal_torch",)),
     Mutant("Candidate pool serves peaked rows too", "kernels/posterior_pool.py",
-           "    return row_max, total, total >= _FLAT\n", "    return row_max, total, total >= 0.0\n",
+           "    return tl.min(bsum, axis=0) >= _FLAT\n", "    return tl.min(bsum, axis=0) >= 0.0\n",
            ("tests/test_kernels_posterior_split.py::test_pooled_rows_equal_torch",)),
     Mutant("Posterior reference: a pooled row's floor above the k-th token", "kernels/posterior.py",
            "floor = torch.where(pooled, pool_floor, floor)", "floor = torch.where(pooled, pool_floor + 0.1, floor)",

@@ -195,6 +195,27 @@ def _support_mass(x_row, units_block, bi, temp, row_max, floor, min_p, V, BLOCK:
 
 
 @triton.jit
+def _pick_block(mass, target, NBP: tl.constexpr):
+    """Inverse CDF over blocks: the block whose cumulative mass [NBP] crosses target (no further
+    than the last block with mass), and the mass before it."""
+    blocks = tl.arange(0, NBP)
+    cum = tl.cumsum(mass, axis=0)
+    last_b = tl.max(tl.where(mass > 0.0, blocks, -1), axis=0)
+    pick_b = tl.maximum(tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b), 0)
+    return pick_b, tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
+
+
+@triton.jit
+def _pick_in_block(w, before, target, N: tl.constexpr):
+    """Inverse CDF inside the picked block: the position where before + cumsum(w [N]) crosses target
+    (no further than the last w > 0)."""
+    offs = tl.arange(0, N)
+    cw = before + tl.cumsum(w, axis=0)
+    last_j = tl.max(tl.where(w > 0.0, offs, -1), axis=0)
+    return tl.maximum(tl.minimum(tl.min(tl.where(cw > target, offs, N), axis=0), last_j), 0)
+
+
+@triton.jit
 def _cut_candidates(z_pick, row_max, k_on, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr):
     """The drawn token's z and the cut candidates above it, evenly spaced to the row max: KC on a
     row with top-k (`k_on`), PC on the others; the rest of the NC are +inf (never above a token,

@@ -33,7 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import POOL_FLAT, POOL_UNIT, _above, _just_below, _uniform, just_below_torch
+from .posterior import (POOL_FLAT, POOL_UNIT, _above, _just_below, _pick_block, _pick_in_block, _uniform,
+                        just_below_torch)
 
 _PU = tl.constexpr(POOL_UNIT)
 _FLAT = tl.constexpr(POOL_FLAT)
@@ -220,19 +221,14 @@ def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr
             while searching > 0:
                 # the inverse-CDF draw of posterior.py: the block, then the token among its pooled ones
                 target = _uniform(seed, position, rnd) * floor_mass
-                cum = tl.cumsum(mass, axis=0)
-                last_b = tl.max(tl.where(mass > 0.0, blocks, -1), axis=0)
-                pick_b = tl.maximum(tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b), 0)
-                before = tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
+                pick_b, before = _pick_block(mass, target, NBP)
                 slot = row * NB + pick_b
                 ok = j < tl.load(pn_ptr + slot)
                 zr = tl.load(pz_ptr + slot * POOL + j, mask=ok, other=float("-inf"))
                 ir = tl.load(pi_ptr + slot * POOL + j, mask=ok, other=2147483647)
                 wr = tl.exp(zr - row_max)
                 wr = tl.where(ok & _above(zr, ir, floor, floor_idx) & (wr >= min_p), wr, 0.0)
-                cw = before + tl.cumsum(wr, axis=0)
-                last_j = tl.max(tl.where(wr > 0.0, j, -1), axis=0)
-                pick_j = tl.maximum(tl.minimum(tl.min(tl.where(cw > target, j, POOL), axis=0), last_j), 0)
+                pick_j = _pick_in_block(wr, before, target, POOL)
                 token = tl.sum(tl.where(j == pick_j, ir, 0), axis=0)
                 z_pick = tl.sum(tl.where(j == pick_j, zr, 0.0), axis=0)
                 # the check: count and mass strictly above the drawn token (all of them pooled)

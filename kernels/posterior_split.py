@@ -49,7 +49,8 @@ import triton
 import triton.language as tl
 
 from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
-                        _floored, _prepare, _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
+                        _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
+                        check_cuts, floor_unit, mass_span)
 from .posterior_pool import _block_rank, _flat_block, _pool_eligible, check_pool, launch_pool, pool_ranks
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
@@ -158,20 +159,13 @@ def _draw(x_row, mass, floor, floor_idx, floor_mass, row_max, temp, min_p, seed,
     """Inverse CDF of u(seed, position, rnd) over the tokens above the floor (floor, floor_idx)
     (and min-p), given the block masses [NBP] of that support: the block whose cumulative mass
     crosses u * floor_mass, then the token inside it. -> (token, its z)."""
-    offs = tl.arange(0, BLOCK)
-    blocks = tl.arange(0, NBP)
     target = _uniform(seed, position, rnd) * floor_mass
-    cum = tl.cumsum(mass, axis=0)
-    last_b = tl.max(tl.where(mass > 0.0, blocks, -1), axis=0)
-    pick_b = tl.maximum(tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b), 0)
-    before = tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
+    pick_b, before = _pick_block(mass, target, NBP)
     z, idx = _load_z(x_row, pick_b, temp, V, BLOCK)
     w = tl.exp(z - row_max)
     w = tl.where(_above(z, idx, floor, floor_idx) & (w >= min_p), w, 0.0)
-    cw = before + tl.cumsum(w, axis=0)
-    last_j = tl.max(tl.where(w > 0.0, offs, -1), axis=0)
-    pick_j = tl.maximum(tl.minimum(tl.min(tl.where(cw > target, offs, BLOCK), axis=0), last_j), 0)
-    return pick_b * BLOCK + pick_j, tl.sum(tl.where(offs == pick_j, z, 0.0), axis=0)
+    pick_j = _pick_in_block(w, before, target, BLOCK)
+    return pick_b * BLOCK + pick_j, tl.sum(tl.where(tl.arange(0, BLOCK) == pick_j, z, 0.0), axis=0)
 
 
 @triton.jit

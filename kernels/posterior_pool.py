@@ -14,17 +14,17 @@ docs/kernels.md "Flat top-k 2000"). The pool gives such a row a floor without a 
    above F.
    Only on a flat row: every full block's max holds at most 1 / POOL_FLAT of the block's mass
    (a peaked row's unfloored first draw lands in its top-k anyway), decided per block in the
-   stats pass, so a peaked row pays nothing.
-3. Pool pass: every block's tokens above F,
-   compacted in index order (at most POOL per block; a block with more leaves its row unpooled,
-   as a row whose T is -inf).
-4. Per row: the whole rejection sampler of posterior.py on the pool (every support of every
-   round lies above F, so inside the pool), CH blocks of it at a time; the other passes skip
-   the row. An unpooled row takes them as before (no floor).
+   stats pass, so a peaked row pays nothing (its peaked blocks store -inf for u_b, so T = -inf).
+3. In the mass pass, every block's tokens above F, compacted in index order (at most POOL per
+   block; a block with more leaves its row unpooled, as a row whose T is -inf).
+4. In the start kernel, per row: the whole rejection sampler of posterior.py on the pool (every
+   support of every round lies above F, so inside the pool), CH blocks of it at a time; the row is
+   then done, and the check passes skip it. An unpooled row takes them as before (no floor).
 
 Both paths are exact; a pooled row's draws differ from an unpooled one's (another first floor),
 so the reference `posterior_tokens_torch` takes the same `pool` and finds the same floor.
-Passes over the logits of a pooled row: 2 (stats, pool).
+Passes over the logits of a pooled row: 2 (stats, mass). No launch of its own: a round without
+pooled rows pays nothing for the pool (its two kernels cost ~17 us at batch 64 x 16 rows, H200).
 """
 
 from __future__ import annotations
@@ -38,10 +38,7 @@ from .posterior import (POOL_FLAT, POOL_UNIT, _above, _just_below, _pick_block, 
 
 _PU = tl.constexpr(POOL_UNIT)
 _FLAT = tl.constexpr(POOL_FLAT)
-POOL_CHUNK = 16  # blocks per load of a pooled row's program ([16, POOL] tokens)
-# Blocks per program of the pool pass: a pass whose programs all return at once costs ~17 us at
-# batch 64 x 16 rows with 8 (H200, 2026-12-04).
-POOL_BPP = 8
+POOL_CHUNK = 16  # blocks per load of a pooled row's draw ([16, POOL] tokens)
 
 
 def check_pool(pool: int, block: int) -> int:
@@ -85,18 +82,22 @@ def pool_floor_torch(zb: torch.Tensor, eligible: torch.Tensor, top_k: torch.Tens
 
 
 @triton.jit
-def _block_rank(z, top_k, V, BLOCK: tl.constexpr):
+def _block_rank(z, top_k, V, BLOCK: tl.constexpr, SORT: tl.constexpr):
     """The c-th largest (c = ceil(top_k / NF), NF = V // BLOCK full blocks) of block z's maxima of
-    POOL_UNIT tokens."""
+    POOL_UNIT tokens: by a [units, units] compare, or with SORT from a sort of the maxima."""
     u = tl.max(tl.reshape(z, (BLOCK // _PU, _PU)), axis=1)
     c = (top_k + V // BLOCK - 1) // (V // BLOCK)
+    if SORT:
+        ranked = tl.sort(u, descending=True)
+        return tl.max(tl.where(tl.arange(0, BLOCK // _PU) == c - 1, ranked, float("-inf")), axis=0)
     at_least = tl.sum((u[None, :] >= u[:, None]).to(tl.int32), axis=1)  # how many maxima are >= each
     return tl.max(tl.where(at_least >= c, u, float("-inf")), axis=0)
 
 
 @triton.jit
 def _row_floor(pu_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr):
-    """(F, T) of a row from its full blocks' ranked maxima (`_block_rank`, stored by the stats pass)."""
+    """(F, T) of an eligible row from its full blocks' ranked maxima (`_block_rank`, stored by the
+    stats pass; -inf for a block that is not flat, so T is -inf, and the row unpooled, unless all are)."""
     blocks = tl.arange(0, NBP)
     t = tl.min(tl.load(pu_ptr + row * NB + blocks, mask=blocks < V // BLOCK, other=float("inf")), axis=0)
     return _just_below(t), t
@@ -109,60 +110,31 @@ def _flat_block(block_sum):
 
 
 @triton.jit
-def _flat_row(bsum_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr):
-    """Whether every full block of the row is flat (`_flat_block`; the stats pass ranked those only)."""
-    blocks = tl.arange(0, NBP)
-    bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < V // BLOCK, other=float("inf"))
-    return tl.min(bsum, axis=0) >= _FLAT
-
-
-@triton.jit
-def _row_total(bmax_ptr, bsum_ptr, row, NB, NBP: tl.constexpr):
-    """(row max, total mass relative to it) from the stats (the start kernel's sum)."""
-    blocks = tl.arange(0, NBP)
-    bmax = tl.load(bmax_ptr + row * NB + blocks, mask=blocks < NB, other=float("-inf"))
-    row_max = tl.max(bmax, axis=0)
-    bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
-    return row_max, tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
-
-
-@triton.jit
-def _compact(kept, BLOCK: tl.constexpr):
-    """Each kept token's rank among the block's kept ones (index order), by unit: a scan of the unit
-    counts, then one within every unit (no scan over the whole block)."""
-    k2 = tl.reshape(kept.to(tl.int32), (BLOCK // _PU, _PU))
-    per_unit = tl.sum(k2, axis=1)
+def _compact(kept):
+    """Each kept token's rank among the block's kept ones (index order) in a [units, POOL_UNIT] tile:
+    a scan of the unit counts, then one within every unit (no scan over the whole block)."""
+    per_unit = tl.sum(kept, axis=1)
     before = tl.cumsum(per_unit, axis=0) - per_unit
-    return tl.reshape(before[:, None] + tl.cumsum(k2, axis=1) - 1, (BLOCK,))
+    return before[:, None] + tl.cumsum(kept, axis=1) - 1
 
 
 @triton.jit
-def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, bmax_ptr, bsum_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
-                      BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
-                      BPP: tl.constexpr):
-    """Program (row, BPP blocks) of a flat sampled row the pool serves: each block's tokens above the
-    row floor, compacted in index order (when at most POOL), and their count; other rows return at once."""
-    row = tl.program_id(0).to(tl.int64)
-    b = row // n
-    temp = tl.load(temp_ptr + b).to(tl.float32)
-    use = (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK)
-    if use:
-        use = _flat_row(bsum_ptr, row, V, NB, BLOCK, NBP)
-    if use:
-        floor = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)[0]
-        for j in range(BPP):
-            bi = tl.program_id(1) * BPP + j
-            if bi < NB:
-                idx = bi * BLOCK + tl.arange(0, BLOCK)
-                z = tl.load(logits_ptr + row * V + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-                kept = z > floor
-                count = tl.sum(kept.to(tl.int32), axis=0)
-                at = _compact(kept, BLOCK)
-                slot = row * NB + bi
-                fits = kept & (count <= POOL)
-                tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
-                tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
-                tl.store(pn_ptr + slot, count)
+def _pool_block(x_row, floor, slot, bi, temp, VS, BLOCK: tl.constexpr, POOL: tl.constexpr,
+                pz_ptr, pi_ptr, pn_ptr):
+    """The mass pass's work on a block of a row the pool serves: its tokens above the row floor,
+    compacted in index order (when at most POOL), and their count. One [units, POOL_UNIT] tile from
+    load to store, based on the row length VS that the kernel does not specialise: the loads cannot
+    be vectorised, so they share the scatter stores' one-token-per-thread layout (a vectorised 1-D
+    load made Triton move four block-wide tensors through shared memory to the stores)."""
+    idx = bi * BLOCK + tl.arange(0, BLOCK // _PU)[:, None] * _PU + tl.arange(0, _PU)[None, :]
+    z = tl.load(x_row + idx, mask=idx < VS, other=float("-inf")).to(tl.float32) / temp
+    kept = (z > floor).to(tl.int32)
+    count = tl.sum(tl.sum(kept, axis=1), axis=0)
+    at = _compact(kept)
+    fits = (kept > 0) & (count <= POOL)
+    tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
+    tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
+    tl.store(pn_ptr + slot, count)
 
 
 @triton.jit
@@ -179,29 +151,21 @@ def _chunk(pz_ptr, pi_ptr, pn_ptr, row, NB, c, CH: tl.constexpr, POOL: tl.conste
 
 
 @triton.jit
-def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr,
-                 bmax_ptr, bsum_ptr, istate_ptr, out_ptr, pooled_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                 UNIT: tl.constexpr, POOL: tl.constexpr, CH: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """Program per row: a pooled row's whole draw (posterior.py's rounds, one cut per check) on its pool,
-    read CH blocks at a time (per-block masses through `scratch` [rows, NB]); its token and status
-    DONE stored; pooled[row] says whether it was pooled."""
-    row = tl.program_id(0).to(tl.int64)
-    b = row // n
-    temp = tl.load(temp_ptr + b).to(tl.float32)
-    top_k = tl.load(topk_ptr + b)
+def _pool_draw(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, out_ptr, row, top_k, top_p, min_p, seed,
+               position, row_max, total, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr,
+               POOL: tl.constexpr, CH: tl.constexpr, INDEX_TIES: tl.constexpr):
+    """The start kernel's work on a sampled row: when the pool serves it and every block's tokens
+    above the floor fit, its whole draw (posterior.py's rounds, one cut per check) on the pool, read
+    CH blocks at a time (per-block masses through the row's `scratch` [NB]), its token stored.
+    -> 1 if it drew (the row is done), else 0."""
     pooled = tl.zeros([], tl.int32)
-    use = (temp > 0.0) & _pool_eligible(top_k, V, NB, UNIT, BLOCK)
-    if use:
-        use = _flat_row(bsum_ptr, row, V, NB, BLOCK, NBP)
-    if use:
+    if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
         blocks = tl.arange(0, NBP)
         slots = row * NB + blocks
         floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
         most = tl.max(tl.load(pn_ptr + slots, mask=blocks < NB, other=0), axis=0)
         if (most <= POOL) & (t > float("-inf")):
             pooled = 1
-            row_max, total = _row_total(bmax_ptr, bsum_ptr, row, NB, NBP)
-            min_p = tl.load(minp_ptr + b).to(tl.float32)
             for c in range(0, NB, CH):  # the first support's block masses
                 z, idx, cb = _chunk(pz_ptr, pi_ptr, pn_ptr, row, NB, c, CH, POOL)
                 w = tl.exp(z - row_max)
@@ -209,9 +173,6 @@ def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr
                          mask=cb < NB)
             tl.debug_barrier()  # the block masses this program stored, visible to all its threads
             mass = tl.load(scratch_ptr + slots, mask=blocks < NB, other=0.0)
-            top_p = tl.load(topp_ptr + b).to(tl.float32)
-            seed = tl.load(seed_ptr + b)
-            position = tl.load(pos_ptr + row)
             j = tl.arange(0, POOL)
             floor_idx = tl.zeros([], tl.int32)
             floor_mass = tl.sum(mass, axis=0)
@@ -254,8 +215,7 @@ def _pool_kernel(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, temp_ptr, topk_ptr
                 searching = outside.to(tl.int32)
                 rnd += 1
             tl.store(out_ptr + row, token.to(tl.int64))
-            tl.store(istate_ptr + row * 3, 0)
-    tl.store(pooled_ptr + row, pooled)
+    return pooled
 
 
 def pool_ranks(rows: int, nb: int, pool: int, device: torch.device) -> torch.Tensor:
@@ -264,25 +224,9 @@ def pool_ranks(rows: int, nb: int, pool: int, device: torch.device) -> torch.Ten
     return torch.empty((rows, nb) if pool else (1,), dtype=torch.float32, device=device)
 
 
-def launch_pool(logits: torch.Tensor, params: tuple, ranks: torch.Tensor, bmax: torch.Tensor, bsum: torch.Tensor,
-                istate: torch.Tensor, out: torch.Tensor, n: int, nb: int, block: int, unit: int, pool: int,
-                index_ties: bool, warps: int) -> torch.Tensor:
-    """The pool pass and the per-row pooled draw (after the stats pass, before the first draw of the
-    others): int32 pooled [rows], all 0 when pool is 0 (nothing launched)."""
-    rows, dev, vocab = logits.shape[0] * n, logits.device, logits.shape[-1]
-    pooled = torch.zeros(rows, dtype=torch.int32, device=dev)
-    if not pool:
-        return pooled
-    temp, top_k = params[0], params[1]
-    nbp = max(2, triton.next_power_of_2(nb))
-    pz = torch.empty((rows, nb, pool), dtype=torch.float32, device=dev)
-    pi = torch.empty((rows, nb, pool), dtype=torch.int32, device=dev)
-    pn = torch.empty((rows, nb), dtype=torch.int32, device=dev)
-    scratch = torch.empty((rows, nb), dtype=torch.float32, device=dev)
-    _pool_pass_kernel[(rows, triton.cdiv(nb, POOL_BPP))](
-        logits, temp, top_k, ranks, bmax, bsum, pz, pi, pn, n, vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool,
-        BPP=POOL_BPP, num_warps=warps)
-    _pool_kernel[(rows,)](ranks, pz, pi, pn, scratch, *params, bmax, bsum, istate, out, pooled, n, vocab, nb,
-                          BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp), INDEX_TIES=index_ties,
-                          num_warps=4)
-    return pooled
+def pool_buffers(rows: int, nb: int, pool: int, device: torch.device) -> tuple[torch.Tensor, ...]:
+    """The mass pass's pool (tokens, indices [rows, nb, pool], counts [rows, nb]); 1-element
+    placeholders when pool is 0 (nothing is pooled)."""
+    shape = (rows, nb, pool) if pool else (1,)
+    return (torch.empty(shape, dtype=torch.float32, device=device), torch.empty(shape, dtype=torch.int32, device=device),
+            torch.empty((rows, nb) if pool else (1,), dtype=torch.int32, device=device))

@@ -37,9 +37,9 @@ most one block:
    (a check round reads only the blocks that reach above the drawn token; the floor's mass pass
    only the units above the floor).
 4. A flat row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) gets a floor ranked
-   per block in the stats pass and pools the tokens above it (posterior_pool.py: up to POOL per
-   block) in a pass of its own; a per-row program then makes its whole draw on the pool (2 passes
-   over the logits), and the passes above skip it.
+   per block in the stats pass; the mass pass pools the tokens above it (posterior_pool.py: up to
+   POOL per block) and the start kernel makes the row's whole draw on the pool (2 passes over the
+   logits); the check passes skip it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ import triton.language as tl
 from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
                         _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
                         check_cuts, floor_unit, mass_span)
-from .posterior_pool import _block_rank, _flat_block, _pool_eligible, check_pool, launch_pool, pool_ranks
+from .posterior_pool import (POOL_CHUNK, _block_rank, _flat_block, _pool_block, _pool_draw, _pool_eligible, _row_floor,
+                             check_pool, pool_buffers, pool_ranks)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -83,7 +84,7 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 @triton.jit
 def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, RANK_SORT: tl.constexpr):
     """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
     for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
     for a row the candidate pool serves (POOL > 0), its ranked unit maximum (posterior_pool.py)."""
@@ -104,8 +105,11 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
         tl.store(bsum_ptr + row * NB + bi, block_sum)
         if POOL > 0:
             top_k = tl.load(topk_ptr + b)
-            if _pool_eligible(top_k, V, NB, UNIT, BLOCK) & _flat_block(block_sum):
-                tl.store(pu_ptr + row * NB + bi, _block_rank(z, top_k, V, BLOCK))
+            if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
+                rank = tl.full([], float("-inf"), tl.float32)  # a peaked block: no floor, its row not pooled
+                if _flat_block(block_sum):
+                    rank = _block_rank(z, top_k, V, BLOCK, RANK_SORT)
+                tl.store(pu_ptr + row * NB + bi, rank)
 
 
 @triton.jit
@@ -128,23 +132,33 @@ def _floor_kernel(temp_ptr, topk_ptr, units_ptr, fstate_ptr, n, V, U, UNIT: tl.c
     tl.store(fstate_ptr + row * 5 + 2, floor)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["VS"])
 def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr,
-                 pooled_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr,
-                 BPP: tl.constexpr):
-    """Program (row, BPP blocks) of a sampled row not pooled: each block's mass in the first draw's
-    support (relative to the row max): from the stats, or with min-p or a top-k floor its tokens
-    above the floor with exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor)."""
+                 pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, VS, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
+                 UNIT: tl.constexpr, SPAN: tl.constexpr, BPP: tl.constexpr, POOL: tl.constexpr):
+    """Program (row, BPP blocks) of a sampled row: each block's mass in the first draw's support
+    (relative to the row max): from the stats, or with min-p or a top-k floor its tokens above the
+    floor with exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor); on a
+    row the candidate pool serves, first the block's pool (`_pool_block`; VS == V, unspecialised)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
-    if sampled & (tl.load(pooled_ptr + row) == 0):
+    if sampled:
+        pool_on = tl.zeros([], tl.int1)
+        pool_floor = tl.full([], float("-inf"), tl.float32)
+        if POOL > 0:
+            if _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK):
+                pool_floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
+                pool_on = t > float("-inf")
         min_p = tl.load(minp_ptr + b).to(tl.float32)
         floor = tl.load(fstate_ptr + row * 5 + 2)
         row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
         for j in range(BPP):
             bi = tl.program_id(1) * BPP + j
             if bi < NB:
+                if pool_on:
+                    _pool_block(logits_ptr + row * VS, pool_floor, row * NB + bi, bi, temp, VS, BLOCK, POOL, pz_ptr,
+                                pi_ptr, pn_ptr)
                 m = tl.load(bmax_ptr + row * NB + bi)
                 mass = tl.where(m > float("-inf"), tl.load(bsum_ptr + row * NB + bi) * tl.exp(m - row_max), 0.0)
                 if (min_p > 0.0) | (floor > float("-inf")):
@@ -170,10 +184,11 @@ def _draw(x_row, mass, floor, floor_idx, floor_mass, row_max, temp, min_p, seed,
 
 @triton.jit
 def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, bsum_ptr,
-                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, pooled_ptr, n, V, NB, BLOCK: tl.constexpr,
-                  NBP: tl.constexpr):
-    """Program per row: greedy -> the argmax from the block stats; sampled -> the first draw; a pooled
-    row is already done (`_pool_kernel`).
+                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, CH: tl.constexpr,
+                  INDEX_TIES: tl.constexpr):
+    """Program per row: greedy -> the argmax from the block stats; sampled -> the whole draw on the
+    row's candidate pool when it has one (`_pool_draw`), else the first draw.
 
     State per row: fstate = (row max, total mass, floor, floor mass, z of the drawn token),
     istate = (status, round, floor index); `out` holds the latest draw."""
@@ -183,21 +198,30 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
     bmax, row_max = _row_max(bmax_ptr, row, NB, NBP)
     blocks = tl.arange(0, NBP)
     if sampled:
-        if tl.load(pooled_ptr + row) == 0:
-            bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
-            total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
+        bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
+        total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
+        top_k = tl.load(topk_ptr + b)
+        top_p = tl.load(topp_ptr + b).to(tl.float32)
+        min_p = tl.load(minp_ptr + b).to(tl.float32)
+        seed = tl.load(seed_ptr + b)
+        position = tl.load(pos_ptr + row)
+        pooled = tl.zeros([], tl.int32)
+        if POOL > 0:
+            pooled = _pool_draw(pu_ptr, pz_ptr, pi_ptr, pn_ptr, mass_ptr, out_ptr, row, top_k, top_p, min_p,
+                                seed, position, row_max, total, V, NB, BLOCK, NBP, UNIT, POOL, CH, INDEX_TIES)
+        if pooled == 0:
             mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
             floor_mass = tl.sum(mass, axis=0)
             floor = tl.load(fstate_ptr + row * 5 + 2)
             rnd = tl.zeros([], tl.int32)
-            token, z_pick = _draw(logits_ptr + row * V, mass, floor, 0, floor_mass, row_max, temp,
-                                  tl.load(minp_ptr + b).to(tl.float32), tl.load(seed_ptr + b), tl.load(pos_ptr + row),
-                                  rnd, V, BLOCK, NBP)
-            top_k = tl.load(topk_ptr + b)
-            filtered = _top_k_cuts(top_k, V) | (tl.load(topp_ptr + b).to(tl.float32) < 1.0)
+            token, z_pick = _draw(logits_ptr + row * V, mass, floor, 0, floor_mass, row_max, temp, min_p, seed,
+                                  position, rnd, V, BLOCK, NBP)
+            filtered = _top_k_cuts(top_k, V) | (top_p < 1.0)
             tl.store(out_ptr + row, token.to(tl.int64))
             _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, 0, floor_mass, z_pick,
                          tl.where(filtered, _CHECK, _DONE), rnd)
+        else:
+            tl.store(istate_ptr + row * 3, _DONE)
     else:
         first_b = tl.min(tl.where(bmax == row_max, blocks, NBP), axis=0)
         tl.store(out_ptr + row, tl.load(barg_ptr + row * NB + first_b).to(tl.int64))
@@ -368,7 +392,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            block: int = BLOCK, par_rounds: int = PAR_ROUNDS, warps: int | None = None,
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
-                           top_p_cuts: int = TOP_P_CUTS, pool: int = POOL) -> torch.Tensor:
+                           top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
+                           pool_rank: str = "compare") -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -379,7 +404,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
-    one top-k cut only), the reference's too.
+    one top-k cut only), the reference's too; `pool_rank` ("compare" or "sort") how the stats pass
+    ranks a pooled block's maxima (the same floor; speed only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
@@ -391,6 +417,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
         return out
     unit = floor_unit(block, unit, vocab)
     check_cuts(top_k_cuts, top_p_cuts)
+    if pool_rank not in ("compare", "sort"):
+        raise ValueError(f"pool_rank={pool_rank!r} must be 'compare' or 'sort'")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)
@@ -412,15 +440,16 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
     ranks = pool_ranks(rows, nb, pool, dev)
     _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab, nb, BLOCK=block, UNIT=unit,
-                              POOL=pool, num_warps=warps)
-    pooled = launch_pool(logits, params, ranks, bmax, bsum, istate, out, n, nb, block, unit, pool, index_ties, warps)
+                              POOL=pool, RANK_SORT=pool_rank == "sort", num_warps=warps)
+    pz, pi, pn = pool_buffers(rows, nb, pool, dev)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
-    _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, pooled, n, vocab, nb, BLOCK=block,
-                                 NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab), BPP=blocks_per_program,
-                                 num_warps=warps)
-    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, pooled, n, vocab, nb, BLOCK=block,
-                           NBP=nbp, num_warps=warps)
+    _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, ranks, pz, pi, pn, n, vocab,
+                                 vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab),
+                                 BPP=blocks_per_program, POOL=pool, num_warps=warps)
+    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, n, vocab,
+                           nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
+                           INDEX_TIES=index_ties, num_warps=warps)
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
         _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, out, n, vocab, nb,

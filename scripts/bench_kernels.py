@@ -424,8 +424,9 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
         return lambda *a: (work.copy_(logits), fn(*a))[1] if penalised else fn(*a)
 
     fns = {"per_node": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}
-    if _pooled_case(case, logits.shape[-1]):  # the same kernel without its candidate pool, side by side
+    if _pooled_case(case, logits.shape[-1]):  # the same kernel without its candidate pool, and ranking by sort
         fns["split_no_pool"] = lambda: run(functools.partial(posterior_tokens_split, pool=0))
+        fns["split_rank_sort"] = lambda: run(functools.partial(posterior_tokens_split, pool_rank="sort"))
     return fns, fresh(fns["per_node"]), fresh(fns["split"]), fresh(reference)
 
 
@@ -505,7 +506,7 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
             logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
             argmax = timer.measure({"argmax": lambda logits=logits: logits.argmax(dim=-1)})["argmax"]
             records.append({"batch": bs, "rows": rows, "logits": shape, "case": "torch argmax", "us": argmax})
-            table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", "", ""])
+            table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", "", "", ""])
             for name, case in POSTERIOR_CASES.items():
                 fns, per_node, split_fn, reference = _posterior_fns(logits, case, seed, positions, penalise)
                 expected = per_node()
@@ -519,7 +520,7 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                     t = timer.measure({"per_node": fns["per_node"]})
                     records.append({"batch": bs, "rows": rows, "logits": shape, "case": name,
                                     "per_node_us": t["per_node"], "split_error": split_errors[-1]})
-                    table.append([str(bs), shape, name, _cell(t["per_node"]), "FAILED", "", "", ""])
+                    table.append([str(bs), shape, name, _cell(t["per_node"]), "FAILED", "", "", "", ""])
                     continue
                 agreement = "yes"
                 if not same:  # which kernel left its torch reference, how often, and whether only at boundaries
@@ -541,12 +542,13 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 ratio = t["per_node"]["median"] / t["split"]["median"]
                 records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "per_node_us": t["per_node"],
                                 "split_us": t["split"], "ratio": ratio, "same_tokens": same, "agreement": agreement,
-                                **({"split_no_pool_us": t["split_no_pool"]} if "split_no_pool" in t else {})})
+                                **{f"{k}_us": t[k] for k in ("split_no_pool", "split_rank_sort") if k in t}})
                 table.append([str(bs), shape, name, _cell(t["per_node"]), _cell(t["split"]),
-                              _cell(t["split_no_pool"]) if "split_no_pool" in t else "", f"{ratio:.2f}x", agreement])
+                              *(_cell(t[k]) if k in t else "" for k in ("split_no_pool", "split_rank_sort")),
+                              f"{ratio:.2f}x", agreement])
     _table(f"posterior, {rows} rows per request, V={vocab}, fp32 logits: us per round, median [p10-p90]",
            ["batch", "logits", "case", "per node (previous)", "split (runtime: program per row, block)",
-            "split without the pool", "per node/split", "same tokens"], table)
+            "split without the pool", "split, pool ranked by sort", "per node/split", "same tokens"], table)
     if split_errors:
         raise RuntimeError("a posterior kernel failed, or left the reference off a CDF boundary:\n"
                            + "\n".join(split_errors))

@@ -15,16 +15,15 @@ docs/kernels.md "Flat top-k 2000"). The pool gives such a row a floor without a 
    Only on a flat row: every full block's max holds at most 1 / POOL_FLAT of the block's mass
    (a peaked row's unfloored first draw lands in its top-k anyway), decided per block in the
    stats pass, so a peaked row pays nothing (its peaked blocks store -inf for u_b, so T = -inf).
-3. In the mass pass, every block's tokens above F, compacted in index order (at most POOL per
-   block; a block with more leaves its row unpooled, as a row whose T is -inf).
+3. Pool pass: every block's tokens above F, compacted in index order (at most POOL per block; a
+   block with more leaves its row unpooled, as a row whose T is -inf).
 4. In the start kernel, per row: the whole rejection sampler of posterior.py on the pool (every
    support of every round lies above F, so inside the pool), CH blocks of it at a time; the row is
    then done, and the check passes skip it. An unpooled row takes them as before (no floor).
 
 Both paths are exact; a pooled row's draws differ from an unpooled one's (another first floor),
 so the reference `posterior_tokens_torch` takes the same `pool` and finds the same floor.
-Passes over the logits of a pooled row: 2 (stats, mass). No launch of its own: a round without
-pooled rows pays nothing for the pool (its two kernels cost ~17 us at batch 64 x 16 rows, H200).
+Passes over the logits of a pooled row: 2 (stats, pool).
 """
 
 from __future__ import annotations
@@ -39,6 +38,8 @@ from .posterior import (POOL_FLAT, POOL_UNIT, _above, _just_below, _pick_block, 
 _PU = tl.constexpr(POOL_UNIT)
 _FLAT = tl.constexpr(POOL_FLAT)
 POOL_CHUNK = 16  # blocks per load of a pooled row's draw ([16, POOL] tokens)
+POOL_TILE = 2048  # tokens per step of the pool pass's compaction
+POOL_BPP = 8  # blocks per program of the pool pass
 
 
 def check_pool(pool: int, block: int) -> int:
@@ -118,23 +119,39 @@ def _compact(kept):
     return before[:, None] + tl.cumsum(kept, axis=1) - 1
 
 
-@triton.jit
-def _pool_block(x_row, floor, slot, bi, temp, VS, BLOCK: tl.constexpr, POOL: tl.constexpr,
-                pz_ptr, pi_ptr, pn_ptr):
-    """The mass pass's work on a block of a row the pool serves: its tokens above the row floor,
-    compacted in index order (when at most POOL), and their count. One [units, POOL_UNIT] tile from
-    load to store, based on the row length VS that the kernel does not specialise: the loads cannot
-    be vectorised, so they share the scatter stores' one-token-per-thread layout (a vectorised 1-D
-    load made Triton move four block-wide tensors through shared memory to the stores)."""
-    idx = bi * BLOCK + tl.arange(0, BLOCK // _PU)[:, None] * _PU + tl.arange(0, _PU)[None, :]
-    z = tl.load(x_row + idx, mask=idx < VS, other=float("-inf")).to(tl.float32) / temp
-    kept = (z > floor).to(tl.int32)
-    count = tl.sum(tl.sum(kept, axis=1), axis=0)
-    at = _compact(kept)
-    fits = (kept > 0) & (count <= POOL)
-    tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
-    tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
-    tl.store(pn_ptr + slot, count)
+@triton.jit(do_not_specialize=["VS"])
+def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, VS, NB,
+                      BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
+                      BPP: tl.constexpr, TILE: tl.constexpr):
+    """Program (row, BPP blocks) of a row the pool serves (sampled, eligible, every full block flat):
+    each block's tokens above the row floor, compacted in index order (the first POOL of them, all
+    when the block holds at most POOL), and their count; other rows return at once. Tiles of TILE
+    tokens as [units, POOL_UNIT] from load to store, the row based on VS == V, which the kernel does
+    not specialise: its loads cannot be vectorised, so they share the scatter stores'
+    one-token-per-thread layout (a vectorised load made Triton move four block-wide tensors through
+    shared memory to reach it: 440 us at batch 64 x 16 rows, H200)."""
+    row = tl.program_id(0).to(tl.int64)
+    b = row // n
+    temp = tl.load(temp_ptr + b).to(tl.float32)
+    if (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK):
+        floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
+        if t > float("-inf"):
+            x_row = logits_ptr + row * VS
+            for j in range(BPP):
+                bi = tl.program_id(1) * BPP + j
+                if bi < NB:
+                    count = tl.zeros([], tl.int32)
+                    slot = row * NB + bi
+                    for s in range(0, BLOCK, TILE):
+                        idx = bi * BLOCK + s + tl.arange(0, TILE // _PU)[:, None] * _PU + tl.arange(0, _PU)[None, :]
+                        z = tl.load(x_row + idx, mask=idx < VS, other=float("-inf")).to(tl.float32) / temp
+                        kept = (z > floor).to(tl.int32)
+                        at = count + _compact(kept)
+                        fits = (kept > 0) & (at < POOL)
+                        tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
+                        tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
+                        count += tl.sum(tl.sum(kept, axis=1), axis=0)
+                    tl.store(pn_ptr + slot, count)
 
 
 @triton.jit
@@ -225,7 +242,7 @@ def pool_ranks(rows: int, nb: int, pool: int, device: torch.device) -> torch.Ten
 
 
 def pool_buffers(rows: int, nb: int, pool: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """The mass pass's pool (tokens, indices [rows, nb, pool], counts [rows, nb]); 1-element
+    """The pool pass's output (tokens, indices [rows, nb, pool], counts [rows, nb]); 1-element
     placeholders when pool is 0 (nothing is pooled)."""
     shape = (rows, nb, pool) if pool else (1,)
     return (torch.empty(shape, dtype=torch.float32, device=device), torch.empty(shape, dtype=torch.int32, device=device),

@@ -48,11 +48,11 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
+from .posterior import (BLOCK, CUTS, POOL, POOL_UNIT, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
                         _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
                         check_cuts, floor_unit, mass_span)
-from .posterior_pool import (POOL_CHUNK, _block_rank, _flat_block, _pool_block, _pool_draw, _pool_eligible, _row_floor,
-                             check_pool, pool_buffers, pool_ranks)
+from .posterior_pool import (POOL_BPP, POOL_CHUNK, POOL_TILE, _block_rank, _flat_block, _pool_draw, _pool_eligible,
+                             _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -132,33 +132,23 @@ def _floor_kernel(temp_ptr, topk_ptr, units_ptr, fstate_ptr, n, V, U, UNIT: tl.c
     tl.store(fstate_ptr + row * 5 + 2, floor)
 
 
-@triton.jit(do_not_specialize=["VS"])
-def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr,
-                 pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, VS, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                 UNIT: tl.constexpr, SPAN: tl.constexpr, BPP: tl.constexpr, POOL: tl.constexpr):
+@triton.jit
+def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr, n, V, NB,
+                 BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr, BPP: tl.constexpr):
     """Program (row, BPP blocks) of a sampled row: each block's mass in the first draw's support
     (relative to the row max): from the stats, or with min-p or a top-k floor its tokens above the
-    floor with exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor); on a
-    row the candidate pool serves, first the block's pool (`_pool_block`; VS == V, unspecialised)."""
+    floor with exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor). A
+    pooled row's masses go unused (its draw is on the pool)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
     if sampled:
-        pool_on = tl.zeros([], tl.int1)
-        pool_floor = tl.full([], float("-inf"), tl.float32)
-        if POOL > 0:
-            if _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK):
-                pool_floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
-                pool_on = t > float("-inf")
         min_p = tl.load(minp_ptr + b).to(tl.float32)
         floor = tl.load(fstate_ptr + row * 5 + 2)
         row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
         for j in range(BPP):
             bi = tl.program_id(1) * BPP + j
             if bi < NB:
-                if pool_on:
-                    _pool_block(logits_ptr + row * VS, pool_floor, row * NB + bi, bi, temp, VS, BLOCK, POOL, pz_ptr,
-                                pi_ptr, pn_ptr)
                 m = tl.load(bmax_ptr + row * NB + bi)
                 mass = tl.where(m > float("-inf"), tl.load(bsum_ptr + row * NB + bi) * tl.exp(m - row_max), 0.0)
                 if (min_p > 0.0) | (floor > float("-inf")):
@@ -393,7 +383,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_rank: str = "compare") -> torch.Tensor:
+                           pool_rank: str = "compare", pool_tile: int = POOL_TILE,
+                           pool_bpp: int = POOL_BPP) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -405,7 +396,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
     one top-k cut only), the reference's too; `pool_rank` ("compare" or "sort") how the stats pass
-    ranks a pooled block's maxima (the same floor; speed only).
+    ranks a pooled block's maxima, `pool_tile` (tokens per step, a power of two >= 32) and `pool_bpp`
+    (blocks per program) how its pool pass compacts (the same pools; speed only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
@@ -419,6 +411,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check_cuts(top_k_cuts, top_p_cuts)
     if pool_rank not in ("compare", "sort"):
         raise ValueError(f"pool_rank={pool_rank!r} must be 'compare' or 'sort'")
+    if pool_tile < POOL_UNIT or pool_tile & (pool_tile - 1) or pool_bpp < 1:
+        raise ValueError(f"pool_tile={pool_tile} must be a power of two >= {POOL_UNIT}, pool_bpp={pool_bpp} >= 1")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)
@@ -442,11 +436,15 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab, nb, BLOCK=block, UNIT=unit,
                               POOL=pool, RANK_SORT=pool_rank == "sort", num_warps=warps)
     pz, pi, pn = pool_buffers(rows, nb, pool, dev)
+    if pool:
+        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, vocab, nb,
+                                                             BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
+                                                             TILE=min(pool_tile, block), num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
-    _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, ranks, pz, pi, pn, n, vocab,
-                                 vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab),
-                                 BPP=blocks_per_program, POOL=pool, num_warps=warps)
+    _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,
+                                 NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab), BPP=blocks_per_program,
+                                 num_warps=warps)
     _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, n, vocab,
                            nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
                            INDEX_TIES=index_ties, num_warps=warps)

@@ -35,7 +35,9 @@ Sections (`--sections`, all by default):
   float32 summation order, or another unit's floor, draws other tokens). `--tune launch`: block
   size x warps x split check rounds x the top-k floor's unit x blocks per mass / check program;
   `--tune cuts`: the cut candidates of rows without / with top-k (`top_p_cuts`, `top_k_cuts`), the
-  latter with finer floor units (16-64 tokens: the floor then serves top-k 2000), defaults otherwise.
+  latter with finer floor units (16-64 tokens: the floor then serves top-k 2000), defaults otherwise;
+  `--tune pool`: the candidate pool's block rank (sort) and its pass's tokens per step x blocks per
+  program (the same draws).
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
   each case at the largest batch (whole blocks as the top-k floor's units; 256- and 32-token units,
   each also with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
@@ -562,44 +564,47 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """The split posterior's speed knobs at the largest batch (`--tune launch`: block size x warps x
     check rounds run split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`,
     which the mass pass also skips by) x blocks per mass / check program; `--tune cuts`: the check's
-    cut candidates per row without / with top-k, the latter under finer units), on T=1, top-p 0.9,
-    top-k 50 and 2000, peaked and flat logits, fastest first per case. Each setting's draws are compared with the
-    default's, counted, not failed: another block sums in another float32 order (a few boundary
-    draws), another unit sets another top-k floor (other, equally exact draws)."""
+    cut candidates per row without / with top-k, the latter under finer units; `--tune pool`: the
+    candidate pool's rank (compare / sort), tokens per compaction step and blocks per pool-pass
+    program), on T=1, top-p 0.9, top-k 50 and 2000, peaked and flat logits, fastest first per case.
+    Each setting's draws are compared with the default's, counted, not failed: another block sums in
+    another float32 order (a few boundary draws), another unit sets another top-k floor (other,
+    equally exact draws); the pool's knobs must change no draw."""
     bs, rows, vocab, dev = max(args.batch), args.rows, args.vocab, args.device
     gen = torch.Generator(device=dev).manual_seed(bs * 11 + rows)
     seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
     positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
     blocks = [b for b in (2048, 4096) if b <= vocab] or [vocab]
-    kc, pc = TOP_K_CUTS, TOP_P_CUTS
-    settings = [(blocks[0], 4, 3, 256, 8, pc, kc)]  # the defaults
+    base = {"block": blocks[0], "warps": 4, "par_rounds": 3, "unit": 256, "blocks_per_program": 8,
+            "top_p_cuts": TOP_P_CUTS, "top_k_cuts": TOP_K_CUTS}
+    settings = [{}]  # the defaults
     if "launch" in args.tune:
-        settings += [(blocks[0], 4, r, u, g, pc, kc) for r in (2, 3, 4) for u in (256, 512) for g in (4, 8, 16)]
-        settings += [(blocks[0], 4, 3, blocks[0], 8, pc, kc), (blocks[0], 8, 3, 256, 8, pc, kc)]
-        settings += [(b, 4, 3, u, g, pc, kc) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
+        settings += [dict(par_rounds=r, unit=u, blocks_per_program=g) for r in (2, 3, 4) for u in (256, 512)
+                     for g in (4, 8, 16)]
+        settings += [dict(unit=blocks[0]), dict(warps=8)]
+        settings += [dict(block=b, unit=u, blocks_per_program=g) for b in blocks[1:] for u in (256, b) for g in (4, 8)]
     if "cuts" in args.tune:
-        settings += [(blocks[0], 4, r, 256, 8, p, kc) for r in (2, 3) for p in (1, 2, 4, CUTS)]
-        settings += [(blocks[0], 4, 3, u, 8, pc, k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
-    configs = {f"block={b} warps={w} split rounds={r} unit={u} blocks/program={g} top-p cuts={pc} top-k cuts={kc}":
-               (b, w, r, u, g, pc, kc) for b, w, r, u, g, pc, kc in settings}
+        settings += [dict(par_rounds=r, top_p_cuts=p) for r in (2, 3) for p in (1, 2, 4, CUTS)]
+        settings += [dict(unit=u, top_k_cuts=k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
+    if "pool" in args.tune:
+        settings += [dict(pool_rank="sort")]
+        settings += [dict(pool_tile=t, pool_bpp=g) for t in (2048, 512, 256) for g in (2, 8, 32)]
+    configs = {" ".join(f"{k}={v}" for k, v in {**base, **kw}.items()) or "default": {**base, **kw}
+               for kw in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
         for case in TUNE_CASES:
             params, min_p = _case_params(POSTERIOR_CASES[case], bs, dev)
-            fns = {name: (lambda b=b, w=w, r=r, u=u, g=g, pc=pc, kc=kc: posterior_tokens_split(
-                       logits, *params, seed, min_p=min_p, positions=positions, block=b, warps=w, par_rounds=r,
-                       unit=u, blocks_per_program=g, top_p_cuts=pc, top_k_cuts=kc))
-                   for name, (b, w, r, u, g, pc, kc) in configs.items()}
+            fns = {name: (lambda kw=kw: posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions,
+                                                               **kw))
+                   for name, kw in configs.items()}
             want = posterior_tokens_split(logits, *params, seed, min_p=min_p, positions=positions)
             differ = {name: int((fn() != want).sum()) for name, fn in fns.items()}
             times = timer.measure(fns)
             for name in sorted(configs, key=lambda n: times[n]["median"]):
-                b, w, r, u, g, pc, kc = configs[name]
-                out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, "block": b, "warps": w,
-                            "par_rounds": r, "unit": u, "blocks_per_program": g, "top_p_cuts": pc, "top_k_cuts": kc,
-                            "us": times[name],
-                            "draws_differing_from_default": differ[name]})
+                out.append({"batch": bs, "rows": rows, "logits": shape, "case": case, **configs[name],
+                            "us": times[name], "draws_differing_from_default": differ[name]})
                 table.append([shape, case, name, _cell(times[name]), str(differ[name])])
     _table(f"Split posterior settings, batch {bs} x {rows} rows, V={vocab}: us median [p10-p90], fastest first per "
            "case", ["logits", "case", "setting", "us", f"draws != the default's (of {bs * rows})"], table)
@@ -815,7 +820,7 @@ def main() -> int:
     parser.add_argument("--build-budget", type=int, nargs="+", default=[16, 32, 64, 128, 256])
     parser.add_argument("--prefix", type=int, default=1024, help="prefix length of every request (mask width)")
     parser.add_argument("--rows", type=int, default=16, help="tree nodes per request (posterior section)")
-    parser.add_argument("--tune", nargs="+", default=["launch", "cuts"], choices=["launch", "cuts"],
+    parser.add_argument("--tune", nargs="+", default=["launch", "cuts"], choices=["launch", "cuts", "pool"],
                         help="posterior-tune's knob groups")
     parser.add_argument("--profile-cases", nargs="+", default=list(PROFILE_CASES), choices=list(PROFILE_CASES),
                         help="the posterior-profile section's cases")

@@ -39,7 +39,7 @@ POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_
 # the launchers' constexprs at V = 151936 (block 2048)
 CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.TOP_K_CUTS, "PC": posterior.TOP_P_CUTS,
               "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM, "POOL": posterior.POOL,
-              "CH": posterior_pool.POOL_CHUNK}
+              "CH": posterior_pool.POOL_CHUNK, "TILE": posterior_pool.POOL_TILE}
 VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True), "RANK_SORT": (False, True)}
 SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 # the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);
@@ -47,7 +47,7 @@ SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 UNITS = ({"UNIT": posterior.UNIT, "UP": 1024}, {"UNIT": 32, "UP": 8192})
 KERNELS = (posterior._posterior_kernel, posterior_split._stats_kernel, posterior_split._floor_kernel,
            posterior_split._mass_kernel, posterior_split._start_kernel, posterior_split._check_kernel,
-           posterior_split._finish_kernel)
+           posterior_split._finish_kernel, posterior_pool._pool_pass_kernel)
 
 
 def variants(fn) -> list[dict]:

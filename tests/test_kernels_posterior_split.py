@@ -39,7 +39,7 @@ def _mixed_case(bs: int, n: int, vocab: int, scale: float, seed: int):
 
 def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
                        blocks_per_program: int = 8, index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
-                       top_p_cuts: int = TOP_P_CUTS, pool_rank: str = "compare") -> torch.Tensor:
+                       top_p_cuts: int = TOP_P_CUTS, **pool_knobs) -> torch.Tensor:
     logits, temp, top_k, top_p, seed, min_p, positions = case
     ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
                                  unit=unit, index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
@@ -48,9 +48,9 @@ def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...
                                      min_p=min_p.to(device), positions=positions.to(device), block=block,
                                      par_rounds=rounds, unit=unit, blocks_per_program=blocks_per_program,
                                      index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts,
-                                     pool_rank=pool_rank)
+                                     **pool_knobs)
         assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program, index_ties, top_k_cuts,
-                                             top_p_cuts, pool_rank)
+                                             top_p_cuts, pool_knobs)
     greedy = (temp == 0) | (top_k == 1)
     assert torch.equal(ref[greedy], logits.float().argmax(-1)[greedy])
     return ref
@@ -146,7 +146,9 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     the candidate pool: the reference's draws (which differ from the unpooled ones: another first
     floor), split with and without split rounds, in both tie orders; a peaked request, and a row
     whose blocks hold more than POOL tokens above its floor (all logits tied), are not pooled and
-    still draw as the reference. Both ranks of a block's maxima (compare, sort) find the same floor."""
+    still draw as the reference. The pool's speed knobs change nothing: both ranks of a block's maxima
+    (compare, sort), and compaction in steps of 64 tokens (a running count across steps) with a
+    program per block."""
     case = list(_mixed_case(4, 3, 3000, 0.3, seed=21))
     case[1] = torch.tensor([1.0, 0.7, 1.0, 1.3])
     case[2] = torch.tensor([20, 40, 30, 36])
@@ -160,8 +162,8 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     flat = (torch.exp(zb - zb.amax(-1, keepdim=True)).sum(-1)[:, :5] >= POOL_FLAT).all(-1)  # 5 full blocks
     pooled = pool_floor_torch(zb, flat, case[2].repeat_interleave(3), POOL, 3000)[0]
     assert pooled.tolist() == [False] * 3 + [True] * 8 + [False]
-    for index_ties, pool_rank in ((False, "compare"), (True, "compare"), (False, "sort")):
-        ref = _same_as_reference(device, case, 512, par_rounds=(0, 3), index_ties=index_ties, pool_rank=pool_rank)
+    for index_ties, knobs in ((False, {}), (True, {}), (False, dict(pool_rank="sort", pool_tile=64, pool_bpp=1))):
+        ref = _same_as_reference(device, case, 512, par_rounds=(0, 3), index_ties=index_ties, **knobs)
         logits, temp, top_k, top_p, seed, min_p, positions = case
         unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=512,
                                           index_ties=index_ties, pool=0)

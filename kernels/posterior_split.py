@@ -37,9 +37,9 @@ most one block:
    (a check round reads only the blocks that reach above the drawn token; the floor's mass pass
    only the units above the floor).
 4. A flat row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) gets a floor ranked
-   per block in the stats pass; the mass pass pools the tokens above it (posterior_pool.py: up to
-   POOL per block) and the start kernel makes the row's whole draw on the pool (2 passes over the
-   logits); the check passes skip it.
+   per block in the stats pass; a pass of its own pools the tokens above it (posterior_pool.py: up
+   to POOL per block) and the start kernel makes the row's whole draw on the pool (2 passes over
+   the logits); the check passes skip it.
 """
 
 from __future__ import annotations
@@ -48,10 +48,10 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, POOL, POOL_UNIT, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
+from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
                         _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
                         check_cuts, floor_unit, mass_span)
-from .posterior_pool import (POOL_BPP, POOL_CHUNK, POOL_TILE, _block_rank, _flat_block, _pool_draw, _pool_eligible,
+from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
                              _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
@@ -84,7 +84,7 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 @triton.jit
 def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, RANK_SORT: tl.constexpr):
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
     """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
     for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
     for a row the candidate pool serves (POOL > 0), its ranked unit maximum (posterior_pool.py)."""
@@ -108,7 +108,7 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
             if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
                 rank = tl.full([], float("-inf"), tl.float32)  # a peaked block: no floor, its row not pooled
                 if _flat_block(block_sum):
-                    rank = _block_rank(z, top_k, V, BLOCK, RANK_SORT)
+                    rank = _block_rank(z, top_k, V, BLOCK)
                 tl.store(pu_ptr + row * NB + bi, rank)
 
 
@@ -383,7 +383,6 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_rank: str = "compare", pool_tile: int = POOL_TILE,
                            pool_bpp: int = POOL_BPP) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
@@ -395,9 +394,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
-    one top-k cut only), the reference's too; `pool_rank` ("compare" or "sort") how the stats pass
-    ranks a pooled block's maxima, `pool_tile` (tokens per step, a power of two >= 32) and `pool_bpp`
-    (blocks per program) how its pool pass compacts (the same pools; speed only).
+    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass (speed
+    only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
@@ -409,10 +407,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
         return out
     unit = floor_unit(block, unit, vocab)
     check_cuts(top_k_cuts, top_p_cuts)
-    if pool_rank not in ("compare", "sort"):
-        raise ValueError(f"pool_rank={pool_rank!r} must be 'compare' or 'sort'")
-    if pool_tile < POOL_UNIT or pool_tile & (pool_tile - 1) or pool_bpp < 1:
-        raise ValueError(f"pool_tile={pool_tile} must be a power of two >= {POOL_UNIT}, pool_bpp={pool_bpp} >= 1")
+    if pool_bpp < 1:
+        raise ValueError(f"pool_bpp={pool_bpp} must be >= 1")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)
@@ -434,12 +430,12 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
     ranks = pool_ranks(rows, nb, pool, dev)
     _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab, nb, BLOCK=block, UNIT=unit,
-                              POOL=pool, RANK_SORT=pool_rank == "sort", num_warps=warps)
+                              POOL=pool, num_warps=warps)
     pz, pi, pn = pool_buffers(rows, nb, pool, dev)
     if pool:
-        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, vocab, nb,
+        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
                                                              BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
-                                                             TILE=min(pool_tile, block), num_warps=warps)
+                                                             num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,

@@ -36,8 +36,7 @@ Sections (`--sections`, all by default):
   size x warps x split check rounds x the top-k floor's unit x blocks per mass / check program;
   `--tune cuts`: the cut candidates of rows without / with top-k (`top_p_cuts`, `top_k_cuts`), the
   latter with finer floor units (16-64 tokens: the floor then serves top-k 2000), defaults otherwise;
-  `--tune pool`: the candidate pool's block rank (sort) and its pass's tokens per step x blocks per
-  program (the same draws).
+  `--tune pool`: the candidate pool pass's blocks per program (the same draws).
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
   each case at the largest batch (whole blocks as the top-k floor's units; 256- and 32-token units,
   each also with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
@@ -426,9 +425,8 @@ def _posterior_fns(logits: torch.Tensor, case: tuple, seed: torch.Tensor, positi
         return lambda *a: (work.copy_(logits), fn(*a))[1] if penalised else fn(*a)
 
     fns = {"per_node": lambda: run(posterior_tokens_triton), "split": lambda: run(posterior_tokens_split)}
-    if _pooled_case(case, logits.shape[-1]):  # the same kernel without its candidate pool, and ranking by sort
+    if _pooled_case(case, logits.shape[-1]):  # the same kernel without its candidate pool, side by side
         fns["split_no_pool"] = lambda: run(functools.partial(posterior_tokens_split, pool=0))
-        fns["split_rank_sort"] = lambda: run(functools.partial(posterior_tokens_split, pool_rank="sort"))
     return fns, fresh(fns["per_node"]), fresh(fns["split"]), fresh(reference)
 
 
@@ -508,7 +506,7 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
             logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * scale
             argmax = timer.measure({"argmax": lambda logits=logits: logits.argmax(dim=-1)})["argmax"]
             records.append({"batch": bs, "rows": rows, "logits": shape, "case": "torch argmax", "us": argmax})
-            table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", "", "", ""])
+            table.append([str(bs), shape, "torch argmax", _cell(argmax), "", "", "", ""])
             for name, case in POSTERIOR_CASES.items():
                 fns, per_node, split_fn, reference = _posterior_fns(logits, case, seed, positions, penalise)
                 expected = per_node()
@@ -522,7 +520,7 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                     t = timer.measure({"per_node": fns["per_node"]})
                     records.append({"batch": bs, "rows": rows, "logits": shape, "case": name,
                                     "per_node_us": t["per_node"], "split_error": split_errors[-1]})
-                    table.append([str(bs), shape, name, _cell(t["per_node"]), "FAILED", "", "", "", ""])
+                    table.append([str(bs), shape, name, _cell(t["per_node"]), "FAILED", "", "", ""])
                     continue
                 agreement = "yes"
                 if not same:  # which kernel left its torch reference, how often, and whether only at boundaries
@@ -544,13 +542,12 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 ratio = t["per_node"]["median"] / t["split"]["median"]
                 records.append({"batch": bs, "rows": rows, "logits": shape, "case": name, "per_node_us": t["per_node"],
                                 "split_us": t["split"], "ratio": ratio, "same_tokens": same, "agreement": agreement,
-                                **{f"{k}_us": t[k] for k in ("split_no_pool", "split_rank_sort") if k in t}})
+                                **({"split_no_pool_us": t["split_no_pool"]} if "split_no_pool" in t else {})})
                 table.append([str(bs), shape, name, _cell(t["per_node"]), _cell(t["split"]),
-                              *(_cell(t[k]) if k in t else "" for k in ("split_no_pool", "split_rank_sort")),
-                              f"{ratio:.2f}x", agreement])
+                              _cell(t["split_no_pool"]) if "split_no_pool" in t else "", f"{ratio:.2f}x", agreement])
     _table(f"posterior, {rows} rows per request, V={vocab}, fp32 logits: us per round, median [p10-p90]",
            ["batch", "logits", "case", "per node (previous)", "split (runtime: program per row, block)",
-            "split without the pool", "split, pool ranked by sort", "per node/split", "same tokens"], table)
+            "split without the pool", "per node/split", "same tokens"], table)
     if split_errors:
         raise RuntimeError("a posterior kernel failed, or left the reference off a CDF boundary:\n"
                            + "\n".join(split_errors))
@@ -564,9 +561,8 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """The split posterior's speed knobs at the largest batch (`--tune launch`: block size x warps x
     check rounds run split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`,
     which the mass pass also skips by) x blocks per mass / check program; `--tune cuts`: the check's
-    cut candidates per row without / with top-k, the latter under finer units; `--tune pool`: the
-    candidate pool's rank (compare / sort), tokens per compaction step and blocks per pool-pass
-    program), on T=1, top-p 0.9, top-k 50 and 2000, peaked and flat logits, fastest first per case.
+    cut candidates per row without / with top-k, the latter under finer units; `--tune pool`: blocks
+    per program of the candidate pool's pass), on T=1, top-p 0.9, top-k 50 and 2000, peaked and flat logits, fastest first per case.
     Each setting's draws are compared with the default's, counted, not failed: another block sums in
     another float32 order (a few boundary draws), another unit sets another top-k floor (other,
     equally exact draws); the pool's knobs must change no draw."""
@@ -587,8 +583,7 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
         settings += [dict(par_rounds=r, top_p_cuts=p) for r in (2, 3) for p in (1, 2, 4, CUTS)]
         settings += [dict(unit=u, top_k_cuts=k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
     if "pool" in args.tune:
-        settings += [dict(pool_rank="sort")]
-        settings += [dict(pool_tile=t, pool_bpp=g) for t in (2048, 512, 256) for g in (2, 8, 32)]
+        settings += [dict(pool_bpp=g) for g in (2, 4, 8, 16, 75)]
     configs = {" ".join(f"{k}={v}" for k, v in {**base, **kw}.items()) or "default": {**base, **kw}
                for kw in settings}
     out, table = [], []

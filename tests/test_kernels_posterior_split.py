@@ -146,9 +146,7 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     the candidate pool: the reference's draws (which differ from the unpooled ones: another first
     floor), split with and without split rounds, in both tie orders; a peaked request, and a row
     whose blocks hold more than POOL tokens above its floor (all logits tied), are not pooled and
-    still draw as the reference. The pool's speed knobs change nothing: both ranks of a block's maxima
-    (compare, sort), and compaction in steps of 64 tokens (a running count across steps) with a
-    program per block."""
+    still draw as the reference, also with a pool pass of a program per block (a speed knob)."""
     case = list(_mixed_case(4, 3, 3000, 0.3, seed=21))
     case[1] = torch.tensor([1.0, 0.7, 1.0, 1.3])
     case[2] = torch.tensor([20, 40, 30, 36])
@@ -162,7 +160,7 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     flat = (torch.exp(zb - zb.amax(-1, keepdim=True)).sum(-1)[:, :5] >= POOL_FLAT).all(-1)  # 5 full blocks
     pooled = pool_floor_torch(zb, flat, case[2].repeat_interleave(3), POOL, 3000)[0]
     assert pooled.tolist() == [False] * 3 + [True] * 8 + [False]
-    for index_ties, knobs in ((False, {}), (True, {}), (False, dict(pool_rank="sort", pool_tile=64, pool_bpp=1))):
+    for index_ties, knobs in ((False, {}), (True, {}), (False, dict(pool_bpp=1))):
         ref = _same_as_reference(device, case, 512, par_rounds=(0, 3), index_ties=index_ties, **knobs)
         logits, temp, top_k, top_p, seed, min_p, positions = case
         unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=512,
@@ -256,8 +254,8 @@ def test_pooled_rows_full_vocab(scale: float) -> None:
     assert pool_floor_torch(zb, torch.ones(128, dtype=torch.bool, device="cuda"), top_k.repeat_interleave(16),
                             POOL, 151936)[0].sum() >= 100
     ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)
-    for pool_rank in ("compare", "sort"):
-        assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions, pool_rank=pool_rank), ref)
+    for pool_bpp in (1, 8):
+        assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions, pool_bpp=pool_bpp), ref)
 
 
 @pytest.mark.gpu

@@ -383,7 +383,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_bpp: int = POOL_BPP, pool_warps: int | None = None) -> torch.Tensor:
+                           pool_bpp: int = POOL_BPP) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -394,8 +394,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
-    one top-k cut only), the reference's too; `pool_bpp` / `pool_warps`: blocks per program / warps
-    of its pool pass (speed only; default warps: `warps`).
+    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass (speed
+    only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
@@ -435,7 +435,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     if pool:
         _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
                                                              BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
-                                                             num_warps=pool_warps or warps)
+                                                             num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,

@@ -118,11 +118,24 @@ def _compact(kept, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _scatter(ptrs, words, keep):
+    """32-bit stores of `words` to `ptrs` where `keep`, one predicated PTX st.global per token in the
+    tensors' own register layout. A tl.store to data-dependent addresses gets a one-token-per-thread
+    layout, and Triton moves the block's pointers, values and mask there through shared memory first
+    (four 2048-token tensors per block of the pool pass)."""
+    return tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.b32 p, $3, 0; @p st.global.b32 [$1], $2; mov.b32 $0, 0; }",
+                                     "=r,l,r,r", [ptrs, words, keep.to(tl.int32)], dtype=tl.int32, is_pure=False,
+                                     pack=1)
+
+
+@triton.jit
 def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB, BLOCK: tl.constexpr,
-                      NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr):
+                      NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr,
+                      PTX_STORES: tl.constexpr):
     """Program (row, BPP blocks) of a row the pool serves (sampled, eligible, every full block flat:
     a floor above -inf): each block's tokens above the row floor, compacted in index order (when at
-    most POOL), and their count; other rows return at once."""
+    most POOL), and their count; other rows return at once. PTX_STORES (compiled for CUDA; the
+    interpreter has no inline PTX): the scatter by `_scatter`, else by tl.store."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp = tl.load(temp_ptr + b).to(tl.float32)
@@ -139,8 +152,12 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn
                     at = _compact(kept, BLOCK)
                     slot = row * NB + bi
                     fits = kept & (count <= POOL)
-                    tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
-                    tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
+                    if PTX_STORES:
+                        _scatter(pz_ptr + slot * POOL + at, z.to(tl.int32, bitcast=True), fits)
+                        _scatter(pi_ptr + slot * POOL + at, idx, fits)
+                    else:
+                        tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
+                        tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
                     tl.store(pn_ptr + slot, count)
 
 

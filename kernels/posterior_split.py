@@ -435,7 +435,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     if pool:
         _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
                                                              BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
-                                                             num_warps=warps)
+                                                             PTX_STORES=dev.type == "cuda", num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,

@@ -19,7 +19,7 @@ from tests.kernels_env import DEVICES, INTERPRETED
 
 from kernels.posterior import (CUTS, POOL, POOL_FLAT, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
                                posterior_tokens_triton)
-from kernels.posterior_pool import pool_eligible_torch, pool_floor_torch
+from kernels.posterior_pool import POOL_BPP, pool_eligible_torch, pool_floor_torch
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -254,7 +254,7 @@ def test_pooled_rows_full_vocab(scale: float) -> None:
     assert pool_floor_torch(zb, torch.ones(128, dtype=torch.bool, device="cuda"), top_k.repeat_interleave(16),
                             POOL, 151936)[0].sum() >= 100
     ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)
-    for pool_bpp in (1, 8):
+    for pool_bpp in (1, POOL_BPP):
         assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions, pool_bpp=pool_bpp), ref)
 
 

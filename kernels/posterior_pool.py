@@ -43,6 +43,7 @@ _PU = tl.constexpr(POOL_UNIT)
 _FLAT = tl.constexpr(POOL_FLAT)
 POOL_CHUNK = 16  # blocks per load of a pooled row's draw ([16, POOL] tokens)
 POOL_BPP = 32  # blocks per program of the pool pass (fewer programs that return at once on other rows)
+POOL_SUB = 512  # tokens per step of the stats pass's compaction (its registers)
 POOL_MARGIN = 20  # units under the block rank the stats pass pools down to (speed only: fewer blocks redone,
 # more pooled tokens; flat random rows at V=151936, k=2000: 99.3 % of blocks need no redo, ~85 tokens)
 
@@ -88,19 +89,29 @@ def pool_floor_torch(zb: torch.Tensor, eligible: torch.Tensor, top_k: torch.Tens
 
 
 @triton.jit
-def _block_pool(z, idx, top_k, V, slot, pl_ptr, pz_ptr, pi_ptr, pn_ptr, BLOCK: tl.constexpr, POOL: tl.constexpr,
-                MARGIN: tl.constexpr, PTX_STORES: tl.constexpr):
+def _block_pool(z, x_row, bi, temp, top_k, V, slot, pl_ptr, pz_ptr, pi_ptr, pn_ptr, BLOCK: tl.constexpr,
+                POOL: tl.constexpr, MARGIN: tl.constexpr, SUB: tl.constexpr, PTX_STORES: tl.constexpr):
     """Stats pass, a flat block of an eligible row: its rank u_b, the c-th largest (c = ceil(top_k /
     NF), NF = V // BLOCK full blocks) of its maxima of POOL_UNIT tokens (a [units, units] compare;
     `tl.sort` of the maxima was slower on the H200: flat top-k 2000 1300 vs 1123 us at batch 64 x 16
-    rows, 2026-12-04), returned; and its pool on speculation: the tokens >= l_b, the
-    (c + MARGIN)-th largest maximum, stored with l_b (MARGIN < 0: none, l_b = inf)."""
+    rows, 2026-12-04), returned; and its pool on speculation: the tokens >= l_b, the (c + MARGIN)-th
+    largest maximum, stored with l_b (MARGIN < 0: none, l_b = inf). The pool is compacted SUB
+    tokens at a time, reloaded (a cache hit): the whole block at once took the stats pass from 37 to
+    90 registers, which slowed it for every row (T=1 226 -> 314 us at batch 64 x 16 rows, H200)."""
     u = tl.max(tl.reshape(z, (BLOCK // _PU, _PU)), axis=1)
     c = (top_k + V // BLOCK - 1) // (V // BLOCK)
     at_least = tl.sum((u[None, :] >= u[:, None]).to(tl.int32), axis=1)  # how many maxima are >= each
     if MARGIN >= 0:
         low = tl.max(tl.where(at_least >= tl.minimum(c + MARGIN, BLOCK // _PU), u, float("-inf")), axis=0)
-        _store_pool(z, idx, (z >= low) & (idx < V), slot, pz_ptr, pi_ptr, pn_ptr, BLOCK, POOL, PTX_STORES)
+        count = tl.zeros([], tl.int32)
+        for s in range(0, BLOCK, SUB):
+            idx = bi * BLOCK + s + tl.arange(0, SUB)
+            zs = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+            kept = (zs >= low) & (idx < V)
+            at = count + _compact(kept, SUB)
+            _scatter_pool(zs, idx, at, kept & (at < POOL), slot, pz_ptr, pi_ptr, SUB, POOL, PTX_STORES)
+            count += tl.sum(kept.to(tl.int32), axis=0)
+        tl.store(pn_ptr + slot, count)
         tl.store(pl_ptr + slot, low)
     else:  # no speculation: the pool pass pools every block
         tl.store(pl_ptr + slot, float("inf"))
@@ -133,12 +144,12 @@ def _compact(kept, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _scatter(z_base, i_base, at, z, idx, keep, BLOCK: tl.constexpr):
+def _scatter(z_base, i_base, at, z, idx, keep, N: tl.constexpr):
     """z[j] to z_base[at[j]] and idx[j] to i_base[at[j]] where keep[j]: predicated PTX st.global in the
     tensors' own register layout, addresses formed inside (one 32-bit offset per token, not two
     64-bit pointers). A tl.store to data-dependent addresses gets a one-token-per-thread layout, and
     Triton moves the block's pointers, values and mask there through shared memory first."""
-    zero = tl.zeros([BLOCK], tl.int64)
+    zero = tl.zeros([N], tl.int64)
     return tl.inline_asm_elementwise(
         "{ .reg .pred p; .reg .b64 o, a; setp.ne.b32 p, $6, 0; mul.wide.s32 o, $3, 4; add.s64 a, o, $1; "
         "@p st.global.b32 [a], $4; add.s64 a, o, $2; @p st.global.b32 [a], $5; mov.b32 $0, 0; }",
@@ -147,27 +158,33 @@ def _scatter(z_base, i_base, at, z, idx, keep, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def _scatter_pool(z, idx, at, keep, slot, pz_ptr, pi_ptr, N: tl.constexpr, POOL: tl.constexpr,
+                  PTX_STORES: tl.constexpr):
+    """Tokens z [N] (indices idx) to their pool places `at` where `keep`. PTX_STORES (compiled for
+    CUDA; the interpreter has no inline PTX): by `_scatter`, else by tl.store."""
+    if PTX_STORES:
+        _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, keep, N)
+    else:
+        tl.store(pz_ptr + slot * POOL + at, z, mask=keep)
+        tl.store(pi_ptr + slot * POOL + at, idx, mask=keep)
+
+
+@triton.jit
 def _store_pool(z, idx, kept, slot, pz_ptr, pi_ptr, pn_ptr, BLOCK: tl.constexpr, POOL: tl.constexpr,
                 PTX_STORES: tl.constexpr):
     """A block's `kept` tokens compacted in index order into its pool (when at most POOL), and their
-    count. PTX_STORES (compiled for CUDA; the interpreter has no inline PTX): the scatter by
-    `_scatter`, else by tl.store."""
+    count."""
     count = tl.sum(kept.to(tl.int32), axis=0)
-    at = _compact(kept, BLOCK)
-    fits = kept & (count <= POOL)
-    if PTX_STORES:
-        _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, fits, BLOCK)
-    else:
-        tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
-        tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
+    _scatter_pool(z, idx, _compact(kept, BLOCK), kept & (count <= POOL), slot, pz_ptr, pi_ptr, BLOCK, POOL,
+                  PTX_STORES)
     tl.store(pn_ptr + slot, count)
 
 
 @triton.jit
 def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pl_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
                       BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
-                      BPP: tl.constexpr, PTX_STORES: tl.constexpr):
-    """Program (row, BPP blocks) of a row the pool serves (sampled, eligible, every full block flat:
+                      BPP: tl.constexpr, BPP2: tl.constexpr, PTX_STORES: tl.constexpr):
+    """Program (row, BPP blocks; BPP2 the power of two >= BPP) of a row the pool serves (sampled, eligible, every full block flat:
     a floor above -inf): a block whose speculative pool (`_block_pool`) misses tokens above the row
     floor (l_b > T) or overflowed is pooled again, its tokens above the floor; other rows return at
     once."""
@@ -177,14 +194,17 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pl_ptr, pz_ptr, pi
     if (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK):
         floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
         if t > float("-inf"):
-            for j in range(BPP):
-                bi = tl.program_id(1) * BPP + j
-                slot = row * NB + bi
-                if bi < NB:
-                    if (tl.load(pl_ptr + slot) > t) | (tl.load(pn_ptr + slot) > POOL):
-                        idx = bi * BLOCK + tl.arange(0, BLOCK)
-                        z = tl.load(logits_ptr + row * V + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-                        _store_pool(z, idx, z > floor, slot, pz_ptr, pi_ptr, pn_ptr, BLOCK, POOL, PTX_STORES)
+            blocks = tl.program_id(1) * BPP + tl.arange(0, BPP2)
+            mine = (blocks < NB) & (tl.arange(0, BPP2) < BPP)
+            slots = row * NB + blocks
+            redo = mine & ((tl.load(pl_ptr + slots, mask=mine, other=0.0) > t) |
+                           (tl.load(pn_ptr + slots, mask=mine, other=0) > POOL))
+            bi = tl.min(tl.where(redo, blocks, NB), axis=0)
+            while bi < NB:  # the blocks to redo, in order (one load of the checks, not one per block)
+                idx = bi * BLOCK + tl.arange(0, BLOCK)
+                z = tl.load(logits_ptr + row * V + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+                _store_pool(z, idx, z > floor, row * NB + bi, pz_ptr, pi_ptr, pn_ptr, BLOCK, POOL, PTX_STORES)
+                bi = tl.min(tl.where(redo & (blocks > bi), blocks, NB), axis=0)
 
 
 @triton.jit

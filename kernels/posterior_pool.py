@@ -15,19 +15,15 @@ docs/kernels.md "Flat top-k 2000"). The pool gives such a row a floor without a 
    Only on a flat row: every full block's max holds at most 1 / POOL_FLAT of the block's mass
    (a peaked row's unfloored first draw lands in its top-k anyway), decided per block in the
    stats pass, so a peaked row pays nothing (its peaked blocks store -inf for u_b, so T = -inf).
-3. Pooled tokens, per block: the stats pass already stores, speculatively, the block's tokens >= l_b,
-   the (c + POOL_MARGIN)-th largest of its unit maxima (flat random rows: l_b <= T in ~99 % of
-   blocks, ~85 tokens); the pool pass redoes only a block where that missed some of the tokens
-   above F (l_b > T) or held more than POOL, with its tokens above F. At most POOL per block (a block
-   with more leaves its row unpooled, as a row whose T is -inf); tokens at or below F that a block
-   pooled weigh nothing in the draw.
+3. Pool pass: every block's tokens above F, compacted in index order (at most POOL per block; a
+   block with more leaves its row unpooled, as a row whose T is -inf).
 4. In the start kernel, per row: the whole rejection sampler of posterior.py on the pool (every
    support of every round lies above F, so inside the pool), CH blocks of it at a time; the row is
    then done, and the check passes skip it. An unpooled row takes them as before (no floor).
 
 Both paths are exact; a pooled row's draws differ from an unpooled one's (another first floor),
 so the reference `posterior_tokens_torch` takes the same `pool` and finds the same floor.
-Passes over the logits of a pooled row: 1 (stats), and the blocks the pool pass redoes.
+Passes over the logits of a pooled row: 2 (stats, pool).
 """
 
 from __future__ import annotations
@@ -43,9 +39,6 @@ _PU = tl.constexpr(POOL_UNIT)
 _FLAT = tl.constexpr(POOL_FLAT)
 POOL_CHUNK = 16  # blocks per load of a pooled row's draw ([16, POOL] tokens)
 POOL_BPP = 32  # blocks per program of the pool pass (fewer programs that return at once on other rows)
-POOL_SUB = 512  # tokens per step of the stats pass's compaction (its registers)
-POOL_MARGIN = 20  # units under the block rank the stats pass pools down to (speed only: fewer blocks redone,
-# more pooled tokens; flat random rows at V=151936, k=2000: 99.3 % of blocks need no redo, ~85 tokens)
 
 
 def check_pool(pool: int, block: int) -> int:
@@ -89,38 +82,19 @@ def pool_floor_torch(zb: torch.Tensor, eligible: torch.Tensor, top_k: torch.Tens
 
 
 @triton.jit
-def _block_pool(z, x_row, bi, temp, top_k, V, slot, pl_ptr, pz_ptr, pi_ptr, pn_ptr, BLOCK: tl.constexpr,
-                POOL: tl.constexpr, MARGIN: tl.constexpr, SUB: tl.constexpr, PTX_STORES: tl.constexpr):
-    """Stats pass, a flat block of an eligible row: its rank u_b, the c-th largest (c = ceil(top_k /
-    NF), NF = V // BLOCK full blocks) of its maxima of POOL_UNIT tokens (a [units, units] compare;
-    `tl.sort` of the maxima was slower on the H200: flat top-k 2000 1300 vs 1123 us at batch 64 x 16
-    rows, 2026-12-04), returned; and its pool on speculation: the tokens >= l_b, the (c + MARGIN)-th
-    largest maximum, stored with l_b (MARGIN < 0: none, l_b = inf). The pool is compacted SUB
-    tokens at a time, reloaded (a cache hit): the whole block at once took the stats pass from 37 to
-    90 registers, which slowed it for every row (T=1 226 -> 314 us at batch 64 x 16 rows, H200)."""
+def _block_rank(z, top_k, V, BLOCK: tl.constexpr):
+    """The c-th largest (c = ceil(top_k / NF), NF = V // BLOCK full blocks) of block z's maxima of
+    POOL_UNIT tokens (a [units, units] compare; `tl.sort` of the maxima was slower on the H200:
+    flat top-k 2000 1300 vs 1123 us at batch 64 x 16 rows, 2026-12-04)."""
     u = tl.max(tl.reshape(z, (BLOCK // _PU, _PU)), axis=1)
     c = (top_k + V // BLOCK - 1) // (V // BLOCK)
     at_least = tl.sum((u[None, :] >= u[:, None]).to(tl.int32), axis=1)  # how many maxima are >= each
-    if MARGIN >= 0:
-        low = tl.max(tl.where(at_least >= tl.minimum(c + MARGIN, BLOCK // _PU), u, float("-inf")), axis=0)
-        count = tl.zeros([], tl.int32)
-        for s in range(0, BLOCK, SUB):
-            idx = bi * BLOCK + s + tl.arange(0, SUB)
-            zs = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-            kept = (zs >= low) & (idx < V)
-            at = count + _compact(kept, SUB)
-            _scatter_pool(zs, idx, at, kept & (at < POOL), slot, pz_ptr, pi_ptr, SUB, POOL, PTX_STORES)
-            count += tl.sum(kept.to(tl.int32), axis=0)
-        tl.store(pn_ptr + slot, count)
-        tl.store(pl_ptr + slot, low)
-    else:  # no speculation: the pool pass pools every block
-        tl.store(pl_ptr + slot, float("inf"))
     return tl.max(tl.where(at_least >= c, u, float("-inf")), axis=0)
 
 
 @triton.jit
 def _row_floor(pu_ptr, row, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr):
-    """(F, T) of an eligible row from its full blocks' ranked maxima (`_block_pool`, stored by the
+    """(F, T) of an eligible row from its full blocks' ranked maxima (`_block_rank`, stored by the
     stats pass; -inf for a block that is not flat, so T is -inf, and the row unpooled, unless all are)."""
     blocks = tl.arange(0, NBP)
     t = tl.min(tl.load(pu_ptr + row * NB + blocks, mask=blocks < V // BLOCK, other=float("inf")), axis=0)
@@ -145,66 +119,59 @@ def _compact(kept, BLOCK: tl.constexpr):
 
 @triton.jit
 def _scatter(z_base, i_base, at, z, idx, keep, N: tl.constexpr):
-    """z[j] to z_base[at[j]] and idx[j] to i_base[at[j]] where keep[j]: predicated PTX st.global in the
-    tensors' own register layout, addresses formed inside (one 32-bit offset per token, not two
-    64-bit pointers). A tl.store to data-dependent addresses gets a one-token-per-thread layout, and
-    Triton moves the block's pointers, values and mask there through shared memory first."""
+    """z[j] to z_base[at[j]] and idx[j] to i_base[at[j]] where keep[j] ([N] tensors): predicated PTX
+    st.global in the tensors' own register layout, the addresses formed inside from one 32-bit offset
+    per token. A tl.store to data-dependent addresses gets a one-token-per-thread layout, and Triton
+    moves the block's pointers, values and mask there through shared memory first; two pointer
+    tensors of their own (64 bits a token each) took 72 registers, this 64 (sm_90 compile)."""
     zero = tl.zeros([N], tl.int64)
     return tl.inline_asm_elementwise(
         "{ .reg .pred p; .reg .b64 o, a; setp.ne.b32 p, $6, 0; mul.wide.s32 o, $3, 4; add.s64 a, o, $1; "
         "@p st.global.b32 [a], $4; add.s64 a, o, $2; @p st.global.b32 [a], $5; mov.b32 $0, 0; }",
-        "=r,l,l,r,r,r,r", [z_base.to(tl.int64, bitcast=True) + zero, i_base.to(tl.int64, bitcast=True) + zero, at, z.to(tl.int32, bitcast=True), idx, keep.to(tl.int32)],
+        "=r,l,l,r,r,r,r",
+        [z_base.to(tl.int64, bitcast=True) + zero, i_base.to(tl.int64, bitcast=True) + zero, at,
+         z.to(tl.int32, bitcast=True), idx, keep.to(tl.int32)],
         dtype=tl.int32, is_pure=False, pack=1)
 
 
 @triton.jit
-def _scatter_pool(z, idx, at, keep, slot, pz_ptr, pi_ptr, N: tl.constexpr, POOL: tl.constexpr,
-                  PTX_STORES: tl.constexpr):
-    """Tokens z [N] (indices idx) to their pool places `at` where `keep`. PTX_STORES (compiled for
-    CUDA; the interpreter has no inline PTX): by `_scatter`, else by tl.store."""
-    if PTX_STORES:
-        _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, keep, N)
-    else:
-        tl.store(pz_ptr + slot * POOL + at, z, mask=keep)
-        tl.store(pi_ptr + slot * POOL + at, idx, mask=keep)
-
-
-@triton.jit
-def _store_pool(z, idx, kept, slot, pz_ptr, pi_ptr, pn_ptr, BLOCK: tl.constexpr, POOL: tl.constexpr,
-                PTX_STORES: tl.constexpr):
-    """A block's `kept` tokens compacted in index order into its pool (when at most POOL), and their
-    count."""
-    count = tl.sum(kept.to(tl.int32), axis=0)
-    _scatter_pool(z, idx, _compact(kept, BLOCK), kept & (count <= POOL), slot, pz_ptr, pi_ptr, BLOCK, POOL,
-                  PTX_STORES)
-    tl.store(pn_ptr + slot, count)
-
-
-@triton.jit
-def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pl_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
-                      BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
-                      BPP: tl.constexpr, BPP2: tl.constexpr, PTX_STORES: tl.constexpr):
-    """Program (row, BPP blocks; BPP2 the power of two >= BPP) of a row the pool serves (sampled, eligible, every full block flat:
-    a floor above -inf): a block whose speculative pool (`_block_pool`) misses tokens above the row
-    floor (l_b > T) or overflowed is pooled again, its tokens above the floor; other rows return at
-    once."""
+def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB, BLOCK: tl.constexpr,
+                      NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr,
+                      PTX_STORES: tl.constexpr, PREFETCH: tl.constexpr):
+    """Program (row, BPP blocks) of a row the pool serves (sampled, eligible, every full block flat:
+    a floor above -inf): each block's tokens above the row floor, compacted in index order (when at
+    most POOL), and their count; other rows return at once. PTX_STORES (compiled for CUDA; the
+    interpreter has no inline PTX): the scatter by `_scatter`, else by tl.store."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp = tl.load(temp_ptr + b).to(tl.float32)
     if (temp > 0.0) & _pool_eligible(tl.load(topk_ptr + b), V, NB, UNIT, BLOCK):
         floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
         if t > float("-inf"):
-            blocks = tl.program_id(1) * BPP + tl.arange(0, BPP2)
-            mine = (blocks < NB) & (tl.arange(0, BPP2) < BPP)
-            slots = row * NB + blocks
-            redo = mine & ((tl.load(pl_ptr + slots, mask=mine, other=0.0) > t) |
-                           (tl.load(pn_ptr + slots, mask=mine, other=0) > POOL))
-            bi = tl.min(tl.where(redo, blocks, NB), axis=0)
-            while bi < NB:  # the blocks to redo, in order (one load of the checks, not one per block)
+            x_row = logits_ptr + row * V
+            first = tl.program_id(1) * BPP
+            ahead = tl.load(x_row + first * BLOCK + tl.arange(0, BLOCK), mask=first * BLOCK + tl.arange(0, BLOCK) < V,
+                            other=float("-inf"))
+            for j in range(BPP):
+                bi = first + j
                 idx = bi * BLOCK + tl.arange(0, BLOCK)
-                z = tl.load(logits_ptr + row * V + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
-                _store_pool(z, idx, z > floor, row * NB + bi, pz_ptr, pi_ptr, pn_ptr, BLOCK, POOL, PTX_STORES)
-                bi = tl.min(tl.where(redo & (blocks > bi), blocks, NB), axis=0)
+                if PREFETCH:
+                    z = ahead.to(tl.float32) / temp
+                    ahead = tl.load(x_row + idx + BLOCK, mask=(idx + BLOCK < V) & (j + 1 < BPP), other=float("-inf"))
+                else:
+                    z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+                if bi < NB:
+                    kept = z > floor
+                    count = tl.sum(kept.to(tl.int32), axis=0)
+                    at = _compact(kept, BLOCK)
+                    slot = row * NB + bi
+                    fits = kept & (count <= POOL)
+                    if PTX_STORES:
+                        _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, fits, BLOCK)
+                    else:
+                        tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
+                        tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
+                    tl.store(pn_ptr + slot, count)
 
 
 @triton.jit
@@ -288,16 +255,15 @@ def _pool_draw(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, out_ptr, row, top_k,
     return pooled
 
 
-def pool_ranks(rows: int, nb: int, pool: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The stats pass's ranks for the pool: each block's ranked maximum u_b and its speculative pool's
-    lowest value l_b [rows, nb] (1-element placeholders when pool is 0: the stats pass stores none)."""
-    shape = (rows, nb) if pool else (1,)
-    return torch.empty(shape, dtype=torch.float32, device=device), torch.empty(shape, dtype=torch.float32, device=device)
+def pool_ranks(rows: int, nb: int, pool: int, device: torch.device) -> torch.Tensor:
+    """The stats pass's output for the pool: each block's ranked maximum [rows, nb] (a 1-element
+    placeholder when pool is 0: the stats pass then stores none)."""
+    return torch.empty((rows, nb) if pool else (1,), dtype=torch.float32, device=device)
 
 
 def pool_buffers(rows: int, nb: int, pool: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """The pooled tokens, indices [rows, nb, pool] and counts [rows, nb] (stats and pool passes);
-    1-element placeholders when pool is 0 (nothing is pooled)."""
+    """The pool pass's output (tokens, indices [rows, nb, pool], counts [rows, nb]); 1-element
+    placeholders when pool is 0 (nothing is pooled)."""
     shape = (rows, nb, pool) if pool else (1,)
     return (torch.empty(shape, dtype=torch.float32, device=device), torch.empty(shape, dtype=torch.int32, device=device),
             torch.empty((rows, nb) if pool else (1,), dtype=torch.int32, device=device))

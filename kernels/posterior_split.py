@@ -37,10 +37,9 @@ most one block:
    (a check round reads only the blocks that reach above the drawn token; the floor's mass pass
    only the units above the floor).
 4. A flat row whose top-k exceeds its floor units (k > V / UNIT, e.g. top-k 2000) gets a floor ranked
-   per block in the stats pass, which also pools each block's tokens down to a margin under that
-   rank; a pass of its own pools again the blocks where that missed tokens above the floor
-   (posterior_pool.py: up to POOL per block), and the start kernel makes the row's whole draw on
-   the pool (~1 pass over the logits); the check passes skip it.
+   per block in the stats pass; a pass of its own pools the tokens above it (posterior_pool.py: up
+   to POOL per block) and the start kernel makes the row's whole draw on the pool (2 passes over
+   the logits); the check passes skip it.
 """
 
 from __future__ import annotations
@@ -49,11 +48,11 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, POOL, POOL_UNIT, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block,
-                        _cut_candidates, _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
+from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
+                        _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
                         check_cuts, floor_unit, mass_span)
-from .posterior_pool import (POOL_BPP, POOL_CHUNK, POOL_MARGIN, POOL_SUB, _block_pool, _flat_block, _pool_draw,
-                             _pool_eligible, _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
+from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
+                             _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -84,13 +83,11 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, pl_ptr, pz_ptr,
-                  pi_ptr, pn_ptr, n, V, NB, BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
-                  MARGIN: tl.constexpr, SUB: tl.constexpr, PTX_STORES: tl.constexpr):
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
     """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
     for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
-    for a row the candidate pool serves (POOL > 0), its ranked unit maximum and its pool on
-    speculation (posterior_pool.py)."""
+    for a row the candidate pool serves (POOL > 0), its ranked unit maximum (posterior_pool.py)."""
     row = tl.program_id(0).to(tl.int64)
     bi = tl.program_id(1)
     b = row // n
@@ -111,8 +108,7 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
             if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
                 rank = tl.full([], float("-inf"), tl.float32)  # a peaked block: no floor, its row not pooled
                 if _flat_block(block_sum):
-                    rank = _block_pool(z, logits_ptr + row * V, bi, temp, top_k, V, row * NB + bi, pl_ptr, pz_ptr,
-                                       pi_ptr, pn_ptr, BLOCK, POOL, MARGIN, SUB, PTX_STORES)
+                    rank = _block_rank(z, top_k, V, BLOCK)
                 tl.store(pu_ptr + row * NB + bi, rank)
 
 
@@ -387,8 +383,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_bpp: int = POOL_BPP, pool_margin: int = POOL_MARGIN,
-                           pool_sub: int = POOL_SUB) -> torch.Tensor:
+                           pool_bpp: int = POOL_BPP, pool_prefetch: bool = True) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -399,9 +394,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
-    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass, and
-    `pool_margin`: units under a block's rank that the stats pass pools down to (< 0: none, the pool
-    pass pools every block) in steps of `pool_sub` tokens (a power of two, 64 or more; speed only).
+    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass (speed
+    only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape
     seed, min_p, positions = _prepare(target_logits, temperature, top_k, top_p, seed, min_p, positions)
@@ -415,8 +409,6 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check_cuts(top_k_cuts, top_p_cuts)
     if pool_bpp < 1:
         raise ValueError(f"pool_bpp={pool_bpp} must be >= 1")
-    if pool_sub < 2 * POOL_UNIT or pool_sub & (pool_sub - 1):
-        raise ValueError(f"pool_sub={pool_sub} must be a power of two >= {2 * POOL_UNIT}")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)
@@ -436,17 +428,15 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
-    ranks, lows = pool_ranks(rows, nb, pool, dev)
+    ranks = pool_ranks(rows, nb, pool, dev)
+    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab, nb, BLOCK=block, UNIT=unit,
+                              POOL=pool, num_warps=warps)
     pz, pi, pn = pool_buffers(rows, nb, pool, dev)
-    ptx = dev.type == "cuda"
-    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, ranks, lows, pz, pi, pn, n, vocab, nb,
-                              BLOCK=block, UNIT=unit, POOL=pool, MARGIN=pool_margin, SUB=min(pool_sub, block), PTX_STORES=ptx,
-                              num_warps=warps)
     if pool:
-        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, lows, pz, pi, pn, n, vocab, nb,
+        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
                                                              BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
-                                                             BPP2=triton.next_power_of_2(pool_bpp),
-                                                             PTX_STORES=ptx, num_warps=warps)
+                                                             PTX_STORES=dev.type == "cuda", PREFETCH=pool_prefetch,
+                                                             num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,

@@ -39,9 +39,8 @@ POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_
 # the launchers' constexprs at V = 151936 (block 2048)
 CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.TOP_K_CUTS, "PC": posterior.TOP_P_CUTS,
               "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM, "POOL": posterior.POOL,
-              "CH": posterior_pool.POOL_CHUNK, "MARGIN": posterior_pool.POOL_MARGIN, "SUB": posterior_pool.POOL_SUB,
-              "BPP2": triton.next_power_of_2(posterior_split.BLOCKS_PER_PROGRAM)}
-VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True), "PTX_STORES": (True,)}
+              "CH": posterior_pool.POOL_CHUNK}
+VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True), "PTX_STORES": (True,), "PREFETCH": (True, False)}
 SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 # the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);
 # UP: the per-node kernel's unit maxima per row, a power of two

@@ -109,12 +109,12 @@ def _flat_block(block_sum):
 
 @triton.jit
 def _compact(kept, BLOCK: tl.constexpr):
-    """Each kept token's rank among the block's kept ones (index order), by unit: a scan of the unit
-    counts, then one within every unit (no scan over the whole block)."""
+    """(each kept token's rank among the block's kept ones (index order), their count), by unit: a
+    scan of the unit counts, then one within every unit (no scan over the whole block)."""
     k2 = tl.reshape(kept.to(tl.int32), (BLOCK // _PU, _PU))
     per_unit = tl.sum(k2, axis=1)
     before = tl.cumsum(per_unit, axis=0) - per_unit
-    return tl.reshape(before[:, None] + tl.cumsum(k2, axis=1) - 1, (BLOCK,))
+    return tl.reshape(before[:, None] + tl.cumsum(k2, axis=1) - 1, (BLOCK,)), tl.sum(per_unit, axis=0)
 
 
 @triton.jit
@@ -157,8 +157,7 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn
                 z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
                 if bi < NB:
                     kept = z > floor
-                    count = tl.sum(kept.to(tl.int32), axis=0)
-                    at = _compact(kept, BLOCK)
+                    at, count = _compact(kept, BLOCK)
                     slot = row * NB + bi
                     fits = kept & (count <= POOL)
                     if PTX_STORES:

@@ -383,7 +383,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_bpp: int = POOL_BPP) -> torch.Tensor:
+                           pool_bpp: int = POOL_BPP, start_maxnreg: int | None = None) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -443,7 +443,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                                  num_warps=warps)
     _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, n, vocab,
                            nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
-                           INDEX_TIES=index_ties, num_warps=warps)
+                           INDEX_TIES=index_ties, num_warps=warps, maxnreg=start_maxnreg)
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
     for _ in range(par_rounds):
         _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, out, n, vocab, nb,

@@ -584,7 +584,7 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
         settings += [dict(par_rounds=r, top_p_cuts=p) for r in (2, 3) for p in (1, 2, 4, CUTS)]
         settings += [dict(unit=u, top_k_cuts=k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
     if "pool" in args.tune:
-        settings += [dict(pool_bpp=g) for g in (2, 4, 8, 16, 75)]
+        settings += [dict(start_maxnreg=64)]
     configs = {" ".join(f"{k}={v}" for k, v in {**base, **kw}.items()): {**base, **kw} for kw in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):

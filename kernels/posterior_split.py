@@ -60,6 +60,10 @@ PAR_ROUNDS = 3  # check rounds run split over the row's blocks; a row still draw
 # Blocks per program of the mass and check passes: a pass of one program per (row, block) spent
 # ~50 us at batch 64 x 16 rows on the H200 even when every program returned at once (2026-12-03).
 BLOCKS_PER_PROGRAM = 8
+# Registers of a start-kernel thread: 64 (the compiler takes 72; an 8-byte spill) fit 8 programs of 4
+# warps on an SM, so a batch of 64 x 16 rows (1024 programs) runs in one wave on the H200's 132
+# SMs: flat top-k 2000 568.3 vs 576.9 us, T=1 224.5 vs 225.9 (2026-12-04).
+START_MAXNREG = 64
 
 
 @triton.jit
@@ -383,7 +387,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_bpp: int = POOL_BPP, start_maxnreg: int | None = None) -> torch.Tensor:
+                           pool_bpp: int = POOL_BPP, start_maxnreg: int | None = START_MAXNREG) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -394,7 +398,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
-    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass (speed
+    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass, and
+    `start_maxnreg`: a register cap for the start kernel (None: the compiler's choice; both speed
     only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
     bs, n, vocab = target_logits.shape

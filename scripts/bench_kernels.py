@@ -562,8 +562,8 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     check rounds run split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`,
     which the mass pass also skips by) x blocks per mass / check program; `--tune cuts`: the check's
     cut candidates per row without / with top-k, the latter under finer units; `--tune pool`: blocks
-    per program of the candidate pool's pass), on T=1, top-p 0.9, top-k 50 and 2000, peaked and flat
-    logits, fastest first per case.
+    per program of the candidate pool's pass, and the start kernel without its register cap), on
+    T=1, top-p 0.9, top-k 50 and 2000, peaked and flat logits, fastest first per case.
     Each setting's draws are compared with the default's, counted, not failed: another block sums in
     another float32 order (a few boundary draws), another unit sets another top-k floor (other,
     equally exact draws); the pool's knobs must change no draw."""
@@ -584,7 +584,7 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
         settings += [dict(par_rounds=r, top_p_cuts=p) for r in (2, 3) for p in (1, 2, 4, CUTS)]
         settings += [dict(unit=u, top_k_cuts=k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
     if "pool" in args.tune:
-        settings += [dict(start_maxnreg=64)]
+        settings += [dict(start_maxnreg=None)] + [dict(pool_bpp=g) for g in (2, 8, 75)]
     configs = {" ".join(f"{k}={v}" for k, v in {**base, **kw}.items()): {**base, **kw} for kw in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):

@@ -169,6 +169,28 @@ def test_pooled_rows_equal_torch(device: str) -> None:
         assert ref[3, 2] == unpooled[3, 2] and torch.equal(ref[0], unpooled[0])
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_pooled_row_with_a_peaked_last_block(device: str) -> None:
+    """A row whose full blocks are flat but whose partial last block is peaked (one high logit there)
+    is pooled (the floor ranks full blocks only), and its pool holds that block's tokens above the
+    floor: the draws equal the reference's, and the high token is drawn. (A design timed on the H200
+    on 2026-12-04 left such a block out of the pool pass and drew from uninitialised memory.)"""
+    case = list(_mixed_case(2, 8, 3000, 0.3, seed=33))
+    case[0] = case[0].float()
+    case[0][:, :, 2700] += 3.0  # in the last block (2560-2999): it holds more than 1 / POOL_FLAT of its mass
+    case[1] = torch.tensor([1.0, 0.8])
+    case[2] = torch.tensor([30, 36])
+    case[3] = torch.ones(2)
+    case[5] = torch.zeros(2)
+    zb = torch.nn.functional.pad(case[0].view(16, 3000) / case[1].repeat_interleave(8)[:, None], (0, 72),
+                                 value=float("-inf")).view(16, 6, 512)
+    sums = torch.exp(zb - zb.amax(-1, keepdim=True)).sum(-1)
+    assert (sums[:, :5] >= POOL_FLAT).all() and (sums[:, 5] < POOL_FLAT).all()
+    assert pool_floor_torch(zb, torch.ones(16, dtype=torch.bool), case[2].repeat_interleave(8), POOL, 3000)[0].all()
+    ref = _same_as_reference(device, case, 512, par_rounds=(0, 3))
+    assert (ref == 2700).sum() >= 2
+
+
 def test_pool_floor_holds_the_top_k() -> None:
     """At V=151936 (74 full blocks of 2048 and a partial one), top-k 600-2300, peaked and flat rows: at
     least k tokens lie above the floor, at most ~2.3 k on flat rows (the pool stays small), no block

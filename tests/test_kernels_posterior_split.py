@@ -37,6 +37,15 @@ def _mixed_case(bs: int, n: int, vocab: int, scale: float, seed: int):
     return logits, temp, top_k, top_p, seed, min_p, positions
 
 
+def _padded_blocks(logits: torch.Tensor, temp: torch.Tensor, block: int) -> torch.Tensor:
+    """z = logits / T of [bs, n, V] logits as [bs * n, blocks, block], the last block padded with -inf
+    (the layout `pool_floor_torch` ranks)."""
+    bs, n, vocab = logits.shape
+    nb = -(-vocab // block)
+    return torch.nn.functional.pad(logits.reshape(bs * n, vocab) / temp.repeat_interleave(n)[:, None],
+                                   (0, nb * block - vocab), value=float("-inf")).view(bs * n, nb, block)
+
+
 def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
                        blocks_per_program: int = 8, index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                        top_p_cuts: int = TOP_P_CUTS, **pool_knobs) -> torch.Tensor:
@@ -155,8 +164,7 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     case[0] = case[0].float()
     case[0][3, 2] = 0.5  # one row of equal logits: its floor sits just under all of them
     case[0][0] *= 6  # a peaked request (block maxima hold more than 1 / POOL_FLAT of their mass): not pooled
-    zb = torch.nn.functional.pad(case[0].view(12, 3000) / case[1].repeat_interleave(3)[:, None], (0, 72),
-                                 value=float("-inf")).view(12, 6, 512)
+    zb = _padded_blocks(case[0], case[1], 512)
     flat = (torch.exp(zb - zb.amax(-1, keepdim=True)).sum(-1)[:, :5] >= POOL_FLAT).all(-1)  # 5 full blocks
     pooled = pool_floor_torch(zb, flat, case[2].repeat_interleave(3), POOL, 3000)[0]
     assert pooled.tolist() == [False] * 3 + [True] * 8 + [False]
@@ -182,8 +190,7 @@ def test_pooled_row_with_a_peaked_last_block(device: str) -> None:
     case[2] = torch.tensor([30, 36])
     case[3] = torch.ones(2)
     case[5] = torch.zeros(2)
-    zb = torch.nn.functional.pad(case[0].view(16, 3000) / case[1].repeat_interleave(8)[:, None], (0, 72),
-                                 value=float("-inf")).view(16, 6, 512)
+    zb = _padded_blocks(case[0], case[1], 512)
     sums = torch.exp(zb - zb.amax(-1, keepdim=True)).sum(-1)
     assert (sums[:, :5] >= POOL_FLAT).all() and (sums[:, 5] < POOL_FLAT).all()
     assert pool_floor_torch(zb, torch.ones(16, dtype=torch.bool), case[2].repeat_interleave(8), POOL, 3000)[0].all()
@@ -271,8 +278,7 @@ def test_pooled_rows_full_vocab(scale: float) -> None:
     temp = torch.tensor([1.0, 0.7, 1.0, 1.3, 1.0, 0.5, 1.0, 2.0], device="cuda")
     top_k = torch.tensor([2000, 1000, 2000, 2300, 600, 2000, 1500, 2000], device="cuda")
     args = (logits, temp, top_k, top_p, seed)
-    zb = torch.nn.functional.pad(logits.view(128, -1) / temp.repeat_interleave(16)[:, None], (0, 75 * 2048 - 151936),
-                                 value=float("-inf")).view(128, 75, 2048)
+    zb = _padded_blocks(logits, temp, 2048)
     assert pool_floor_torch(zb, torch.ones(128, dtype=torch.bool, device="cuda"), top_k.repeat_interleave(16),
                             POOL, 151936)[0].sum() >= 100
     ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)

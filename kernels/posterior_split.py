@@ -52,7 +52,7 @@ from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above,
                         _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
                         check_cuts, floor_unit, mass_span)
 from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
-                             _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
+                             _pool_pass_kernel, _unit_maxima, check_pool, pool_buffers, pool_stats)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -64,6 +64,7 @@ BLOCKS_PER_PROGRAM = 8
 # warps on an SM, so a batch of 64 x 16 rows (1024 programs) runs in one wave on the H200's 132
 # SMs: flat top-k 2000 568.3 vs 576.9 us, T=1 224.5 vs 225.9 (2026-12-04).
 START_MAXNREG = 64
+STATS_BPP = 1  # blocks per program of the stats pass
 
 
 @triton.jit
@@ -87,33 +88,54 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
-    """Program (row, block): the block's max, sum of exp relative to it, and first index of the max;
-    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
-    for a row the candidate pool serves (POOL > 0), its ranked unit maximum (posterior_pool.py)."""
-    row = tl.program_id(0).to(tl.int64)
-    bi = tl.program_id(1)
-    b = row // n
-    temp, sampled = _row_params(temp_ptr, topk_ptr, b)
-    z, idx = _load_z(logits_ptr + row * V, bi, temp, V, BLOCK)
+def _block_stats(z, idx, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, pm_ptr, V, NB,
+                 BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
+    """Block bi's max, sum of exp relative to it, and first index of the max; for a row the top-k
+    floor applies to, with units inside the block, the max of every UNIT tokens; for a row the
+    candidate pool may serve (POOL > 0), its maxima of POOL_UNIT tokens and (flat blocks) their
+    ranked one (posterior_pool.py)."""
     m = tl.max(z, axis=0)
     tl.store(bmax_ptr + row * NB + bi, m)
     tl.store(barg_ptr + row * NB + bi, tl.min(tl.where(z == m, idx, 2147483647), axis=0))
     if UNIT < BLOCK:
-        if sampled & _floored(tl.load(topk_ptr + b), V, UNIT):
+        if sampled & _floored(top_k, V, UNIT):
             tl.store(unit_ptr + (row * NB + bi) * (BLOCK // UNIT) + tl.arange(0, BLOCK // UNIT),
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
         block_sum = tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0)
         tl.store(bsum_ptr + row * NB + bi, block_sum)
         if POOL > 0:
-            top_k = tl.load(topk_ptr + b)
             if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
+                u = _unit_maxima(z, BLOCK)
+                tl.store(pm_ptr + (row * NB + bi) * u.shape[0] + tl.arange(0, u.shape[0]), u)
                 rank = tl.full([], float("-inf"), tl.float32)  # a peaked block: no floor, its row not pooled
                 if _flat_block(block_sum):
-                    rank = _block_rank(z, top_k, V, BLOCK)
+                    rank = _block_rank(u, top_k, V, BLOCK)
                 tl.store(pu_ptr + row * NB + bi, rank)
+
+
+@triton.jit
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, pm_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr):
+    """Program (row, BPP blocks): each block's `_block_stats`. With BPP > 1 the next block's load
+    goes out before this block's reductions."""
+    row = tl.program_id(0).to(tl.int64)
+    b = row // n
+    temp, sampled = _row_params(temp_ptr, topk_ptr, b)
+    top_k = tl.load(topk_ptr + b)
+    x_row = logits_ptr + row * V
+    first = tl.program_id(1) * BPP
+    ahead = tl.load(x_row + first * BLOCK + tl.arange(0, BLOCK), mask=first * BLOCK + tl.arange(0, BLOCK) < V,
+                    other=float("-inf"))
+    for j in range(BPP):
+        bi = first + j
+        idx = bi * BLOCK + tl.arange(0, BLOCK)
+        z = ahead.to(tl.float32) / temp
+        if BPP > 1:
+            ahead = tl.load(x_row + idx + BLOCK, mask=(idx + BLOCK < V) & (j + 1 < BPP), other=float("-inf"))
+        if bi < NB:
+            _block_stats(z, idx, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, pm_ptr, V,
+                         NB, BLOCK, UNIT, POOL)
 
 
 @triton.jit
@@ -387,7 +409,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_bpp: int = POOL_BPP, start_maxnreg: int | None = START_MAXNREG) -> torch.Tensor:
+                           pool_bpp: int = POOL_BPP, pool_skip: bool = True, stats_bpp: int = STATS_BPP,
+                           start_maxnreg: int | None = START_MAXNREG) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
     `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
@@ -398,7 +421,9 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     check on a row with / without top-k, the reference's too (fewer: fewer reductions per block,
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
-    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass, and
+    one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass,
+    `pool_skip`: whether that pass reads only the units that reach above the floor, `stats_bpp`:
+    blocks per program of the stats pass, and
     `start_maxnreg`: a register cap for the start kernel (None: the compiler's choice; both speed
     only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
@@ -412,8 +437,9 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
         return out
     unit = floor_unit(block, unit, vocab)
     check_cuts(top_k_cuts, top_p_cuts)
-    if pool_bpp < 1:
-        raise ValueError(f"pool_bpp={pool_bpp} must be >= 1")
+    for knob, value in (("pool_bpp", pool_bpp), ("stats_bpp", stats_bpp)):
+        if value < 1:
+            raise ValueError(f"{knob}={value} must be >= 1")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)
@@ -433,14 +459,16 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
-    ranks = pool_ranks(rows, nb, pool, dev)
-    _stats_kernel[(rows, nb)](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab, nb, BLOCK=block, UNIT=unit,
-                              POOL=pool, num_warps=warps)
+    ranks, unit_maxima = pool_stats(rows, nb, block, pool, dev)
+    _stats_kernel[(rows, triton.cdiv(nb, stats_bpp))](logits, temp, k, bmax, bsum, barg, units, ranks, unit_maxima, n,
+                                                       vocab, nb, BLOCK=block, UNIT=unit, POOL=pool, BPP=stats_bpp,
+                                                       num_warps=warps)
     pz, pi, pn = pool_buffers(rows, nb, pool, dev)
     if pool:
-        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
-                                                             BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
-                                                             PTX_STORES=dev.type == "cuda", num_warps=warps)
+        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, unit_maxima, pz, pi, pn, n,
+                                                             vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool,
+                                                             BPP=pool_bpp, SKIP=pool_skip, PTX_STORES=dev.type == "cuda",
+                                                             num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,

@@ -19,7 +19,7 @@ from tests.kernels_env import DEVICES, INTERPRETED
 
 from kernels.posterior import (CUTS, POOL, POOL_FLAT, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
                                posterior_tokens_triton)
-from kernels.posterior_pool import POOL_BPP, pool_eligible_torch, pool_floor_torch
+from kernels.posterior_pool import pool_eligible_torch, pool_floor_torch
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 
@@ -48,7 +48,7 @@ def _padded_blocks(logits: torch.Tensor, temp: torch.Tensor, block: int) -> torc
 
 def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...] = (3,), unit: int = UNIT,
                        blocks_per_program: int = 8, index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
-                       top_p_cuts: int = TOP_P_CUTS, **pool_knobs) -> torch.Tensor:
+                       top_p_cuts: int = TOP_P_CUTS, **knobs) -> torch.Tensor:
     logits, temp, top_k, top_p, seed, min_p, positions = case
     ref = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=block,
                                  unit=unit, index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts)
@@ -57,9 +57,9 @@ def _same_as_reference(device: str, case, block: int, par_rounds: tuple[int, ...
                                      min_p=min_p.to(device), positions=positions.to(device), block=block,
                                      par_rounds=rounds, unit=unit, blocks_per_program=blocks_per_program,
                                      index_ties=index_ties, top_k_cuts=top_k_cuts, top_p_cuts=top_p_cuts,
-                                     **pool_knobs)
+                                     **knobs)
         assert torch.equal(got.cpu(), ref), (block, rounds, unit, blocks_per_program, index_ties, top_k_cuts,
-                                             top_p_cuts, pool_knobs)
+                                             top_p_cuts, knobs)
     greedy = (temp == 0) | (top_k == 1)
     assert torch.equal(ref[greedy], logits.float().argmax(-1)[greedy])
     return ref
@@ -87,10 +87,10 @@ def test_split_rounds_equal_sequential_rounds(device: str) -> None:
 def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_program: int) -> None:
     """Units inside a block (the top-k floor ranks their maxima; the mass pass skips the spans
     below the floor, here whole blocks) or units that are the blocks give the reference's draws,
-    split or in the per-row tail, whatever the blocks per mass / check program (8 blocks per row:
-    1, 3 with a partial last group, all 8)."""
+    split or in the per-row tail, whatever the blocks per mass / check / stats program (8 blocks per
+    row: 1, 3 with a partial last group, all 8)."""
     _same_as_reference(device, _mixed_case(8, 6, 1000, 0.5, seed=9), 128, par_rounds=(0, 3), unit=unit,
-                       blocks_per_program=blocks_per_program)
+                       blocks_per_program=blocks_per_program, stats_bpp=blocks_per_program)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -155,7 +155,8 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     the candidate pool: the reference's draws (which differ from the unpooled ones: another first
     floor), split with and without split rounds, in both tie orders; a peaked request, and a row
     whose blocks hold more than POOL tokens above its floor (all logits tied), are not pooled and
-    still draw as the reference, also with a pool pass of a program per block (a speed knob)."""
+    still draw as the reference, also with a pool pass of a program per block, or reading every unit,
+    and a stats pass of 4 blocks per program (speed knobs)."""
     case = list(_mixed_case(4, 3, 3000, 0.3, seed=21))
     case[1] = torch.tensor([1.0, 0.7, 1.0, 1.3])
     case[2] = torch.tensor([20, 40, 30, 36])
@@ -168,7 +169,8 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     flat = (torch.exp(zb - zb.amax(-1, keepdim=True)).sum(-1)[:, :5] >= POOL_FLAT).all(-1)  # 5 full blocks
     pooled = pool_floor_torch(zb, flat, case[2].repeat_interleave(3), POOL, 3000)[0]
     assert pooled.tolist() == [False] * 3 + [True] * 8 + [False]
-    for index_ties, knobs in ((False, {}), (True, {}), (False, dict(pool_bpp=1))):
+    for index_ties, knobs in ((False, {}), (True, {}), (False, dict(pool_bpp=1)),
+                              (False, dict(pool_skip=False, stats_bpp=4))):
         ref = _same_as_reference(device, case, 512, par_rounds=(0, 3), index_ties=index_ties, **knobs)
         logits, temp, top_k, top_p, seed, min_p, positions = case
         unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=512,
@@ -282,8 +284,8 @@ def test_pooled_rows_full_vocab(scale: float) -> None:
     assert pool_floor_torch(zb, torch.ones(128, dtype=torch.bool, device="cuda"), top_k.repeat_interleave(16),
                             POOL, 151936)[0].sum() >= 100
     ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)
-    for pool_bpp in (1, POOL_BPP):
-        assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions, pool_bpp=pool_bpp), ref)
+    for knobs in (dict(pool_bpp=1), {}, dict(pool_skip=False, stats_bpp=4)):
+        assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions, **knobs), ref), knobs
 
 
 @pytest.mark.gpu

@@ -82,16 +82,11 @@ def pool_floor_torch(zb: torch.Tensor, eligible: torch.Tensor, top_k: torch.Tens
 
 
 @triton.jit
-def _unit_maxima(z, BLOCK: tl.constexpr):
-    """Block z's maxima of POOL_UNIT tokens [BLOCK // POOL_UNIT]."""
-    return tl.max(tl.reshape(z, (BLOCK // _PU, _PU)), axis=1)
-
-
-@triton.jit
-def _block_rank(u, top_k, V, BLOCK: tl.constexpr):
-    """The c-th largest (c = ceil(top_k / NF), NF = V // BLOCK full blocks) of a block's maxima of
-    POOL_UNIT tokens u (`_unit_maxima`; a [units, units] compare, no sort: `tl.sort` of the maxima was
-    slower on the H200: flat top-k 2000 1300 vs 1123 us at batch 64 x 16 rows, 2026-12-04)."""
+def _block_rank(z, top_k, V, BLOCK: tl.constexpr):
+    """The c-th largest (c = ceil(top_k / NF), NF = V // BLOCK full blocks) of block z's maxima of
+    POOL_UNIT tokens (a [units, units] compare; `tl.sort` of the maxima was slower on the H200:
+    flat top-k 2000 1300 vs 1123 us at batch 64 x 16 rows, 2026-12-04)."""
+    u = tl.max(tl.reshape(z, (BLOCK // _PU, _PU)), axis=1)
     c = (top_k + V // BLOCK - 1) // (V // BLOCK)
     at_least = tl.sum((u[None, :] >= u[:, None]).to(tl.int32), axis=1)  # how many maxima are >= each
     return tl.max(tl.where(at_least >= c, u, float("-inf")), axis=0)
@@ -113,25 +108,24 @@ def _flat_block(block_sum):
 
 
 @triton.jit
-def _compact(kept):
-    """(each kept token's rank among the block's kept ones (index order), their count) for kept
-    [units, POOL_UNIT]: a scan of the unit counts, then one within every unit (no scan over the
-    whole block)."""
-    k2 = kept.to(tl.int32)
+def _compact(kept, BLOCK: tl.constexpr):
+    """(each kept token's rank among the block's kept ones (index order), their count), by unit: a
+    scan of the unit counts, then one within every unit (no scan over the whole block)."""
+    k2 = tl.reshape(kept.to(tl.int32), (BLOCK // _PU, _PU))
     per_unit = tl.sum(k2, axis=1)
     before = tl.cumsum(per_unit, axis=0) - per_unit
-    return before[:, None] + tl.cumsum(k2, axis=1) - 1, tl.sum(per_unit, axis=0)
+    return tl.reshape(before[:, None] + tl.cumsum(k2, axis=1) - 1, (BLOCK,)), tl.sum(per_unit, axis=0)
 
 
 @triton.jit
-def _scatter(z_base, i_base, at, z, idx, keep):
-    """z[j] to z_base[at[j]] and idx[j] to i_base[at[j]] where keep[j] (tensors of one shape): predicated PTX
+def _scatter(z_base, i_base, at, z, idx, keep, N: tl.constexpr):
+    """z[j] to z_base[at[j]] and idx[j] to i_base[at[j]] where keep[j] ([N] tensors): predicated PTX
     st.global in the tensors' own register layout, the addresses formed inside from one 32-bit offset
     per token. A tl.store to data-dependent addresses gets a one-token-per-thread layout, and Triton
     moves the block's pointers, values and mask there through shared memory first. (Two pointer
     tensors of 64 bits a token before: the pool pass takes 72 registers with either form and its
     prefetch, 64 with this form without it, sm_90 compile; not timed side by side.)"""
-    zero = tl.zeros(at.shape, tl.int64)
+    zero = tl.zeros([N], tl.int64)
     return tl.inline_asm_elementwise(
         "{ .reg .pred p; .reg .b64 o, a; setp.ne.b32 p, $6, 0; mul.wide.s32 o, $3, 4; add.s64 a, o, $1; "
         "@p st.global.b32 [a], $4; add.s64 a, o, $2; @p st.global.b32 [a], $5; mov.b32 $0, 0; }",
@@ -142,39 +136,13 @@ def _scatter(z_base, i_base, at, z, idx, keep):
 
 
 @triton.jit
-def _unit_tokens(bi, BLOCK: tl.constexpr):
-    """Block bi's token indices as [units, POOL_UNIT]."""
-    return bi * BLOCK + tl.arange(0, BLOCK // _PU)[:, None] * _PU + tl.arange(0, _PU)[None, :]
-
-
-@triton.jit
-def _load_units(x_row, bi, hit, V, BLOCK: tl.constexpr):
-    """Block bi's raw logits [units, POOL_UNIT], only of the units where hit [units] (-inf elsewhere:
-    their loads are not issued)."""
-    idx = _unit_tokens(bi, BLOCK)
-    return tl.load(x_row + idx, mask=hit[:, None] & (idx < V), other=float("-inf"))
-
-
-@triton.jit
-def _unit_hits(m_row, bi, floor, live, BLOCK: tl.constexpr, SKIP: tl.constexpr):
-    """Which of block bi's units reach above the floor (by the stats pass's unit maxima; all with
-    SKIP off); none unless live."""
-    if SKIP:
-        hit = tl.load(m_row + bi * (BLOCK // _PU) + tl.arange(0, BLOCK // _PU), mask=live, other=float("-inf")) > floor
-    else:
-        hit = (tl.zeros([BLOCK // _PU], tl.int32) == 0) & live
-    return hit
-
-
-@triton.jit
-def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pm_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
-                      BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr,
-                      BPP: tl.constexpr, SKIP: tl.constexpr, PTX_STORES: tl.constexpr):
+def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB, BLOCK: tl.constexpr,
+                      NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr,
+                      PTX: tl.constexpr):
     """Program (row, BPP blocks) of a row the pool serves (sampled, eligible, every full block flat:
     a floor above -inf): each block's tokens above the row floor, compacted in index order (when at
-    most POOL), and their count; other rows return at once. Only the units whose maximum (the stats
-    pass's `_unit_maxima`) is above the floor are read with SKIP: ~56 % of a flat top-k 2000 row's. PTX_STORES
-    (compiled for CUDA; the interpreter has no inline PTX): the scatter by `_scatter`, else by tl.store."""
+    most POOL), and their count; other rows return at once. PTX (compiled for CUDA; the
+    interpreter has no inline PTX): the scatter by `_scatter`, else by tl.store."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp = tl.load(temp_ptr + b).to(tl.float32)
@@ -182,27 +150,24 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pm_ptr, pz_ptr, pi
         floor, t = _row_floor(pu_ptr, row, V, NB, BLOCK, NBP)
         if t > float("-inf"):
             x_row = logits_ptr + row * V
-            m_row = pm_ptr + row * NB * (BLOCK // _PU)
             first = tl.program_id(1) * BPP
-            ahead = _load_units(x_row, first, _unit_hits(m_row, first, floor, first < NB, BLOCK, SKIP), V, BLOCK)
-            hits = _unit_hits(m_row, first + 1, floor, (first + 1 < NB) & (1 < BPP), BLOCK, SKIP)
+            ahead = tl.load(x_row + first * BLOCK + tl.arange(0, BLOCK), mask=first * BLOCK + tl.arange(0, BLOCK) < V,
+                            other=float("-inf"))
             for j in range(BPP):
                 bi = first + j
+                idx = bi * BLOCK + tl.arange(0, BLOCK)
                 z = ahead.to(tl.float32) / temp
                 # the next block's load goes out before this block's compaction (prefetch, H200
                 # 2026-12-04, flat top-k 2000: 128.9 vs 141.7 us at batch 8 x 16 rows, where a few
-                # programs per SM wait on their loads; 575.8 vs 575.2 at batch 64), and the unit
-                # maxima of the one after it
-                ahead = _load_units(x_row, bi + 1, hits, V, BLOCK)
-                hits = _unit_hits(m_row, bi + 2, floor, (bi + 2 < NB) & (j + 2 < BPP), BLOCK, SKIP)
+                # programs per SM wait on their loads; 575.8 vs 575.2 at batch 64)
+                ahead = tl.load(x_row + idx + BLOCK, mask=(idx + BLOCK < V) & (j + 1 < BPP), other=float("-inf"))
                 if bi < NB:
                     kept = z > floor
-                    at, count = _compact(kept)
+                    at, count = _compact(kept, BLOCK)
                     slot = row * NB + bi
-                    idx = _unit_tokens(bi, BLOCK)
                     fits = kept & (count <= POOL)
-                    if PTX_STORES:
-                        _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, fits)
+                    if PTX:
+                        _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, fits, BLOCK)
                     else:
                         tl.store(pz_ptr + slot * POOL + at, z, mask=fits)
                         tl.store(pi_ptr + slot * POOL + at, idx, mask=fits)
@@ -290,12 +255,10 @@ def _pool_draw(pu_ptr, pz_ptr, pi_ptr, pn_ptr, scratch_ptr, out_ptr, row, top_k,
     return pooled
 
 
-def pool_stats(rows: int, nb: int, block: int, pool: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """The stats pass's output for the pool: each block's ranked maximum [rows, nb] and its unit
-    maxima [rows, nb, block // POOL_UNIT] (1-element placeholders when pool is 0: the stats pass
-    then stores none)."""
-    return (torch.empty((rows, nb) if pool else (1,), dtype=torch.float32, device=device),
-            torch.empty((rows, nb, block // POOL_UNIT) if pool else (1,), dtype=torch.float32, device=device))
+def pool_ranks(rows: int, nb: int, pool: int, device: torch.device) -> torch.Tensor:
+    """The stats pass's output for the pool: each block's ranked maximum [rows, nb] (a 1-element
+    placeholder when pool is 0: the stats pass then stores none)."""
+    return torch.empty((rows, nb) if pool else (1,), dtype=torch.float32, device=device)
 
 
 def pool_buffers(rows: int, nb: int, pool: int, device: torch.device) -> tuple[torch.Tensor, ...]:

@@ -52,7 +52,7 @@ from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above,
                         _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
                         check_cuts, floor_unit, mass_span)
 from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
-                             _pool_pass_kernel, _unit_maxima, check_pool, pool_buffers, pool_stats)
+                             _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
 
 _CHECK = tl.constexpr(1)  # row status: the drawn token awaits its top-k / top-p check
 _DONE = tl.constexpr(0)  # the row's token is final
@@ -88,54 +88,82 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _block_stats(z, idx, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, pm_ptr, V, NB,
-                 BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
-    """Block bi's max, sum of exp relative to it, and first index of the max; for a row the top-k
-    floor applies to, with units inside the block, the max of every UNIT tokens; for a row the
-    candidate pool may serve (POOL > 0), its maxima of POOL_UNIT tokens and (flat blocks) their
-    ranked one (posterior_pool.py)."""
+def _block_logits(x_row, bi, V, BLOCK: tl.constexpr):
+    """Block bi's raw logits, -inf past V: a full block loads without a mask (no -inf fill)."""
+    idx = bi * BLOCK + tl.arange(0, BLOCK)
+    if (bi + 1) * BLOCK <= V:
+        x = tl.load(x_row + idx)
+    else:
+        x = tl.load(x_row + idx, mask=idx < V, other=float("-inf"))
+    return x
+
+
+@triton.jit
+def _exp(x, PTX: tl.constexpr):
+    """exp(x). PTX (compiled for CUDA): ex2.approx.ftz of x * log2(e), one MUFU instruction where
+    tl.exp adds three for results below FLT_MIN (flushed to 0 here: they add nothing to a block's
+    sum, which its max's exp(0) = 1 keeps >= 1)."""
+    if PTX:
+        y = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
+                                      dtype=tl.float32, is_pure=True, pack=1)
+    else:
+        y = tl.exp(x)
+    return y
+
+
+@triton.jit
+def _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB,
+                 BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, PTX: tl.constexpr):
+    """Block bi's max; a greedy row's first index of it, a sampled row's sum of exp relative to it;
+    for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
+    for a row the candidate pool may serve (POOL > 0), its ranked unit maximum (posterior_pool.py)."""
     m = tl.max(z, axis=0)
     tl.store(bmax_ptr + row * NB + bi, m)
-    tl.store(barg_ptr + row * NB + bi, tl.min(tl.where(z == m, idx, 2147483647), axis=0))
     if UNIT < BLOCK:
         if sampled & _floored(top_k, V, UNIT):
             tl.store(unit_ptr + (row * NB + bi) * (BLOCK // UNIT) + tl.arange(0, BLOCK // UNIT),
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
-        block_sum = tl.sum(tl.exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0)
+        block_sum = tl.sum(_exp(z - tl.where(m == float("-inf"), 0.0, m), PTX), axis=0)
         tl.store(bsum_ptr + row * NB + bi, block_sum)
         if POOL > 0:
             if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
-                u = _unit_maxima(z, BLOCK)
-                tl.store(pm_ptr + (row * NB + bi) * u.shape[0] + tl.arange(0, u.shape[0]), u)
                 rank = tl.full([], float("-inf"), tl.float32)  # a peaked block: no floor, its row not pooled
                 if _flat_block(block_sum):
-                    rank = _block_rank(u, top_k, V, BLOCK)
+                    rank = _block_rank(z, top_k, V, BLOCK)
                 tl.store(pu_ptr + row * NB + bi, rank)
+    else:
+        idx = bi * BLOCK + tl.arange(0, BLOCK)
+        tl.store(barg_ptr + row * NB + bi, tl.min(tl.where(z == m, idx, 2147483647), axis=0))
 
 
 @triton.jit
-def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, pm_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr):
-    """Program (row, BPP blocks): each block's `_block_stats`. With BPP > 1 the next block's load
-    goes out before this block's reductions."""
-    row = tl.program_id(0).to(tl.int64)
-    b = row // n
+def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, n, V, NB,
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr,
+                  PTX: tl.constexpr):
+    """Program (request, node, BPP blocks): each block's `_block_stats` (the request from the grid: no
+    64-bit division per program). With BPP > 1 the next block's load goes out before this block's
+    reductions."""
+    b = tl.program_id(0)
+    row = b.to(tl.int64) * n + tl.program_id(1)
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
     top_k = tl.load(topk_ptr + b)
     x_row = logits_ptr + row * V
-    first = tl.program_id(1) * BPP
-    ahead = tl.load(x_row + first * BLOCK + tl.arange(0, BLOCK), mask=first * BLOCK + tl.arange(0, BLOCK) < V,
-                    other=float("-inf"))
-    for j in range(BPP):
-        bi = first + j
-        idx = bi * BLOCK + tl.arange(0, BLOCK)
-        z = ahead.to(tl.float32) / temp
-        if BPP > 1:
-            ahead = tl.load(x_row + idx + BLOCK, mask=(idx + BLOCK < V) & (j + 1 < BPP), other=float("-inf"))
-        if bi < NB:
-            _block_stats(z, idx, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, pm_ptr, V,
-                         NB, BLOCK, UNIT, POOL)
+    if BPP == 1:
+        bi = tl.program_id(2)
+        _block_stats(_block_logits(x_row, bi, V, BLOCK).to(tl.float32) / temp, row, bi, sampled, top_k, bmax_ptr,
+                     bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK, UNIT, POOL, PTX)
+    else:
+        first = tl.program_id(2) * BPP
+        ahead = _block_logits(x_row, first, V, BLOCK)
+        for j in range(BPP):
+            bi = first + j
+            z = ahead.to(tl.float32) / temp
+            if j + 1 < BPP:
+                ahead = _block_logits(x_row, bi + 1, V, BLOCK)
+            if bi < NB:
+                _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK,
+                             UNIT, POOL, PTX)
 
 
 @triton.jit
@@ -161,26 +189,30 @@ def _floor_kernel(temp_ptr, topk_ptr, units_ptr, fstate_ptr, n, V, U, UNIT: tl.c
 @triton.jit
 def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, unit_ptr, fstate_ptr, mass_ptr, n, V, NB,
                  BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, SPAN: tl.constexpr, BPP: tl.constexpr):
-    """Program (row, BPP blocks) of a sampled row: each block's mass in the first draw's support
-    (relative to the row max): from the stats, or with min-p or a top-k floor its tokens above the
-    floor with exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor). A
-    pooled row's masses go unused (its draw is on the pool)."""
+    """Program (row, BPP blocks) of a sampled row with min-p or a top-k floor: each block's mass in
+    the first draw's support (relative to the row max), its tokens above the floor with
+    exp(z - max) >= min_p (`_support_mass`: reads only what reaches above the floor). Other rows
+    return at once: the start kernel takes their masses from the stats (`_plain_mass`)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
     if sampled:
         min_p = tl.load(minp_ptr + b).to(tl.float32)
         floor = tl.load(fstate_ptr + row * 5 + 2)
-        row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
-        for j in range(BPP):
-            bi = tl.program_id(1) * BPP + j
-            if bi < NB:
-                m = tl.load(bmax_ptr + row * NB + bi)
-                mass = tl.where(m > float("-inf"), tl.load(bsum_ptr + row * NB + bi) * tl.exp(m - row_max), 0.0)
-                if (min_p > 0.0) | (floor > float("-inf")):
-                    mass = _support_mass(logits_ptr + row * V, unit_ptr + (row * NB + bi) * (BLOCK // UNIT), bi, temp,
-                                         row_max, floor, min_p, V, BLOCK, UNIT, SPAN)
-                tl.store(mass_ptr + row * NB + bi, mass)
+        if (min_p > 0.0) | (floor > float("-inf")):
+            row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
+            for j in range(BPP):
+                bi = tl.program_id(1) * BPP + j
+                if bi < NB:
+                    mass = _support_mass(logits_ptr + row * V, unit_ptr + (row * NB + bi) * (BLOCK // UNIT), bi,
+                                         temp, row_max, floor, min_p, V, BLOCK, UNIT, SPAN)
+                    tl.store(mass_ptr + row * NB + bi, mass)
+
+
+@triton.jit
+def _plain_mass(bmax, bsum, row_max):
+    """Each block's mass relative to the row max, from its max and its sum of exp relative to it."""
+    return tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0)
 
 
 @triton.jit
@@ -214,8 +246,8 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
     bmax, row_max = _row_max(bmax_ptr, row, NB, NBP)
     blocks = tl.arange(0, NBP)
     if sampled:
-        bsum = tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
-        total = tl.sum(tl.where(bmax > float("-inf"), bsum * tl.exp(bmax - row_max), 0.0), axis=0)
+        plain = _plain_mass(bmax, tl.load(bsum_ptr + row * NB + blocks, mask=blocks < NB, other=0.0), row_max)
+        total = tl.sum(plain, axis=0)
         top_k = tl.load(topk_ptr + b)
         top_p = tl.load(topp_ptr + b).to(tl.float32)
         min_p = tl.load(minp_ptr + b).to(tl.float32)
@@ -226,9 +258,11 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
             pooled = _pool_draw(pu_ptr, pz_ptr, pi_ptr, pn_ptr, mass_ptr, out_ptr, row, top_k, top_p, min_p,
                                 seed, position, row_max, total, V, NB, BLOCK, NBP, UNIT, POOL, CH, INDEX_TIES)
         if pooled == 0:
-            mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
-            floor_mass = tl.sum(mass, axis=0)
             floor = tl.load(fstate_ptr + row * 5 + 2)
+            mass = plain
+            if (min_p > 0.0) | (floor > float("-inf")):  # the mass pass's support masses
+                mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
+            floor_mass = tl.sum(mass, axis=0)
             rnd = tl.zeros([], tl.int32)
             token, z_pick = _draw(logits_ptr + row * V, mass, floor, 0, floor_mass, row_max, temp, min_p, seed,
                                   position, rnd, V, BLOCK, NBP)
@@ -409,7 +443,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_bpp: int = POOL_BPP, pool_skip: bool = True, stats_bpp: int = STATS_BPP,
+                           pool_bpp: int = POOL_BPP, stats_bpp: int = STATS_BPP,
                            start_maxnreg: int | None = START_MAXNREG) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
@@ -422,8 +456,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
     one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass,
-    `pool_skip`: whether that pass reads only the units that reach above the floor, `stats_bpp`:
-    blocks per program of the stats pass, and
+    `stats_bpp`: blocks per program of the stats pass, and
     `start_maxnreg`: a register cap for the start kernel (None: the compiler's choice; both speed
     only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
@@ -459,16 +492,15 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     above = torch.empty((rows, CUTS, nb), dtype=torch.float32, device=dev)
     warps = warps or (4 if block >= 1024 else 2)
     pool = check_pool(pool, block) if top_k_cuts == 1 else 0
-    ranks, unit_maxima = pool_stats(rows, nb, block, pool, dev)
-    _stats_kernel[(rows, triton.cdiv(nb, stats_bpp))](logits, temp, k, bmax, bsum, barg, units, ranks, unit_maxima, n,
-                                                       vocab, nb, BLOCK=block, UNIT=unit, POOL=pool, BPP=stats_bpp,
-                                                       num_warps=warps)
+    ranks = pool_ranks(rows, nb, pool, dev)
+    _stats_kernel[(bs, n, triton.cdiv(nb, stats_bpp))](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab,
+                                                       nb, BLOCK=block, UNIT=unit, POOL=pool, BPP=stats_bpp,
+                                                       PTX=dev.type == "cuda", num_warps=warps)
     pz, pi, pn = pool_buffers(rows, nb, pool, dev)
     if pool:
-        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, unit_maxima, pz, pi, pn, n,
-                                                             vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool,
-                                                             BPP=pool_bpp, SKIP=pool_skip, PTX_STORES=dev.type == "cuda",
-                                                             num_warps=warps)
+        _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
+                                                             BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
+                                                             PTX=dev.type == "cuda", num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,

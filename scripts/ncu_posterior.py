@@ -3,7 +3,7 @@ V=151936, fp32 logits, the benchmark's flat case), one warm-up call, then one ca
 given (`key=value` knobs of `posterior_tokens_split`; none: the defaults). Profile it with e.g.
 
     ncu --kernel-name regex:"_stats_kernel|_pool_pass_kernel" --launch-skip 2 \\
-        --section SpeedOfLight --section WarpStateStats python3 scripts/ncu_posterior.py pool_skip=False
+        --section SpeedOfLight --section WarpStateStats python3 scripts/ncu_posterior.py stats_bpp=8
 
 (the warm-up's launches come first: skip them). Results: docs/kernels.md.
 """

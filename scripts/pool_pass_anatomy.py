@@ -48,15 +48,14 @@ def _variant(logits_ptr, temp_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB, BLO
                     elif MODE == 2:
                         count = tl.sum(kept.to(tl.int32), axis=0)
                         _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, idx & (POOL - 1), z, idx,
-                                 kept & (count <= POOL))
+                                 kept & (count <= POOL), BLOCK)
                     else:
-                        at, count = _compact(tl.reshape(kept, (BLOCK // 32, 32)))
-                        at = tl.reshape(at, (BLOCK,))
+                        at, count = _compact(kept, BLOCK)
                         fits = kept & (count <= POOL)
                         if MODE == 1:
                             count += tl.sum(tl.where(fits, at, 0), axis=0)  # keeps the compaction alive
                         else:
-                            _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, fits)
+                            _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, fits, BLOCK)
                     tl.store(pn_ptr + slot, count)
 
 

@@ -155,8 +155,8 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     the candidate pool: the reference's draws (which differ from the unpooled ones: another first
     floor), split with and without split rounds, in both tie orders; a peaked request, and a row
     whose blocks hold more than POOL tokens above its floor (all logits tied), are not pooled and
-    still draw as the reference, also with a pool pass of a program per block, or reading every unit,
-    and a stats pass of 4 blocks per program (speed knobs)."""
+    still draw as the reference, also with a pool pass of a program per block and a stats pass of 4
+    blocks per program (speed knobs)."""
     case = list(_mixed_case(4, 3, 3000, 0.3, seed=21))
     case[1] = torch.tensor([1.0, 0.7, 1.0, 1.3])
     case[2] = torch.tensor([20, 40, 30, 36])
@@ -170,7 +170,7 @@ def test_pooled_rows_equal_torch(device: str) -> None:
     pooled = pool_floor_torch(zb, flat, case[2].repeat_interleave(3), POOL, 3000)[0]
     assert pooled.tolist() == [False] * 3 + [True] * 8 + [False]
     for index_ties, knobs in ((False, {}), (True, {}), (False, dict(pool_bpp=1)),
-                              (False, dict(pool_skip=False, stats_bpp=4))):
+                              (False, dict(stats_bpp=4))):
         ref = _same_as_reference(device, case, 512, par_rounds=(0, 3), index_ties=index_ties, **knobs)
         logits, temp, top_k, top_p, seed, min_p, positions = case
         unpooled = posterior_tokens_torch(logits, temp, top_k, top_p, seed, min_p=min_p, positions=positions, block=512,
@@ -284,7 +284,7 @@ def test_pooled_rows_full_vocab(scale: float) -> None:
     assert pool_floor_torch(zb, torch.ones(128, dtype=torch.bool, device="cuda"), top_k.repeat_interleave(16),
                             POOL, 151936)[0].sum() >= 100
     ref = posterior_tokens_torch(*args, min_p=min_p, positions=positions)
-    for knobs in (dict(pool_bpp=1), {}, dict(pool_skip=False, stats_bpp=4)):
+    for knobs in (dict(pool_bpp=1), {}, dict(stats_bpp=4)):
         assert torch.equal(posterior_tokens_split(*args, min_p=min_p, positions=positions, **knobs), ref), knobs
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.jit import JITFunction
 
 _M32 = 0xFFFFFFFF
 _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
@@ -115,6 +116,24 @@ def _uniform(seed, position, rnd):
     return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
 
 
+# Whether the kernels are compiled (CUDA) or run by the interpreter (TRITON_INTERPRET=1, the CPU tests),
+# where the compiled-only forms below (inline PTX, the reciprocal) step aside.
+COMPILED = tl.constexpr(isinstance(_uniform, JITFunction))
+
+
+@triton.jit
+def _scaled(x, temp):
+    """x / temp for a row's float32 logits; every pass over them takes its z from here, so all see the
+    same z. Compiled: x times one reciprocal of temp, a multiply a token (Triton's float32 division
+    is three: it scales the operands for divisors outside [FLT_MIN, 2**126]); interpreted: the division,
+    the torch reference's bits (the CPU tests compare them)."""
+    if COMPILED:
+        y = x * (1.0 / temp)
+    else:
+        y = x / temp
+    return y
+
+
 @triton.jit
 def _floored(top_k, V, UNIT: tl.constexpr):
     """Whether the top-k floor applies: top-k on, and k at most the row's number of units."""
@@ -151,7 +170,7 @@ def _span_mass(x_row, start, temp, row_max, floor, min_p, V, SPAN: tl.constexpr)
     """The mass (relative to the row max) of tokens [start, start + SPAN) above the floor with
     w >= min_p."""
     idx = start + tl.arange(0, SPAN)
-    z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+    z = _scaled(tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32), temp)
     w = tl.exp(z - row_max)
     return tl.sum(tl.where((z > floor) & (w >= min_p), w, 0.0), axis=0)
 
@@ -261,7 +280,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
         bsum = tl.zeros([NBP], tl.float32)
         for bi in range(0, NB):
             idx = bi * BLOCK + offs
-            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+            z = _scaled(tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32), temp)
             m = tl.max(z, axis=0)
             m_safe = tl.where(m == float("-inf"), 0.0, m)
             s = tl.sum(tl.exp(z - m_safe), axis=0)
@@ -295,7 +314,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
             pick_b = tl.minimum(tl.min(tl.where(cum > target, blocks, NBP), axis=0), last_b)
             before = tl.sum(tl.where(blocks < pick_b, mass, 0.0), axis=0)
             idx = pick_b * BLOCK + offs
-            z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+            z = _scaled(tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32), temp)
             w = tl.exp(z - row_max)
             w = tl.where(_above(z, idx, floor, floor_idx) & (w >= min_p), w, 0.0)
             cw = before + tl.cumsum(w, axis=0)
@@ -318,7 +337,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
                 above = tl.zeros([NC, NBP], tl.float32)
                 for bi in range(0, NB):
                     idx = bi * BLOCK + offs
-                    z = tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp
+                    z = _scaled(tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32), temp)
                     w = tl.exp(z - row_max)
                     if INDEX_TIES:
                         gt = _above(z[None, :], idx[None, :], cand[:, None], cand_idx[:, None])

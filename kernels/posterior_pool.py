@@ -32,8 +32,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (POOL_FLAT, POOL_UNIT, _above, _just_below, _pick_block, _pick_in_block, _uniform,
-                        just_below_torch)
+from .posterior import (COMPILED, POOL_FLAT, POOL_UNIT, _above, _just_below, _pick_block, _pick_in_block, _scaled,
+                        _uniform, just_below_torch)
 
 _PU = tl.constexpr(POOL_UNIT)
 _FLAT = tl.constexpr(POOL_FLAT)
@@ -137,12 +137,11 @@ def _scatter(z_base, i_base, at, z, idx, keep, N: tl.constexpr):
 
 @triton.jit
 def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB, BLOCK: tl.constexpr,
-                      NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr,
-                      PTX: tl.constexpr):
+                      NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr):
     """Program (row, BPP blocks) of a row the pool serves (sampled, eligible, every full block flat:
     a floor above -inf): each block's tokens above the row floor, compacted in index order (when at
-    most POOL), and their count; other rows return at once. PTX (compiled for CUDA; the
-    interpreter has no inline PTX): the scatter by `_scatter`, else by tl.store."""
+    most POOL), and their count; other rows return at once. Compiled, the scatter is `_scatter`'s
+    (the interpreter has no inline PTX: tl.store there)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp = tl.load(temp_ptr + b).to(tl.float32)
@@ -156,7 +155,7 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn
             for j in range(BPP):
                 bi = first + j
                 idx = bi * BLOCK + tl.arange(0, BLOCK)
-                z = ahead.to(tl.float32) / temp
+                z = _scaled(ahead.to(tl.float32), temp)
                 # the next block's load goes out before this block's compaction (prefetch, H200
                 # 2026-12-04, flat top-k 2000: 128.9 vs 141.7 us at batch 8 x 16 rows, where a few
                 # programs per SM wait on their loads; 575.8 vs 575.2 at batch 64)
@@ -166,7 +165,7 @@ def _pool_pass_kernel(logits_ptr, temp_ptr, topk_ptr, pu_ptr, pz_ptr, pi_ptr, pn
                     at, count = _compact(kept, BLOCK)
                     slot = row * NB + bi
                     fits = kept & (count <= POOL)
-                    if PTX:
+                    if COMPILED:
                         _scatter(pz_ptr + slot * POOL, pi_ptr + slot * POOL, at, z, idx, fits, BLOCK)
                     else:
                         tl.store(pz_ptr + slot * POOL + at, z, mask=fits)

@@ -48,8 +48,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
-                        _floored, _pick_block, _pick_in_block, _prepare, _support_mass, _top_k_floor, _uniform,
+from .posterior import (BLOCK, COMPILED, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
+                        _floored, _pick_block, _pick_in_block, _prepare, _scaled, _support_mass, _top_k_floor, _uniform,
                         check_cuts, floor_unit, mass_span)
 from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
                              _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
@@ -84,7 +84,7 @@ def _top_k_cuts(top_k, V):
 @triton.jit
 def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
     idx = bi * BLOCK + tl.arange(0, BLOCK)
-    return tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32) / temp, idx
+    return _scaled(tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32), temp), idx
 
 
 @triton.jit
@@ -99,11 +99,11 @@ def _block_logits(x_row, bi, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _exp(x, PTX: tl.constexpr):
-    """exp(x). PTX (compiled for CUDA): ex2.approx.ftz of x * log2(e), one MUFU instruction where
+def _exp(x):
+    """exp(x). Compiled: ex2.approx.ftz of x * log2(e), one MUFU instruction where
     tl.exp adds three for results below FLT_MIN (flushed to 0 here: they add nothing to a block's
     sum, which its max's exp(0) = 1 keeps >= 1)."""
-    if PTX:
+    if COMPILED:
         y = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
                                       dtype=tl.float32, is_pure=True, pack=1)
     else:
@@ -113,7 +113,7 @@ def _exp(x, PTX: tl.constexpr):
 
 @triton.jit
 def _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB,
-                 BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, PTX: tl.constexpr):
+                 BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
     """Block bi's max; a greedy row's first index of it, a sampled row's sum of exp relative to it;
     for a row the top-k floor applies to, with units inside the block, the max of every UNIT tokens;
     for a row the candidate pool may serve (POOL > 0), its ranked unit maximum (posterior_pool.py)."""
@@ -124,7 +124,7 @@ def _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_
             tl.store(unit_ptr + (row * NB + bi) * (BLOCK // UNIT) + tl.arange(0, BLOCK // UNIT),
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
-        block_sum = tl.sum(_exp(z - tl.where(m == float("-inf"), 0.0, m), PTX), axis=0)
+        block_sum = tl.sum(_exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0)
         tl.store(bsum_ptr + row * NB + bi, block_sum)
         if POOL > 0:
             if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
@@ -139,8 +139,7 @@ def _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_
 
 @triton.jit
 def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, n, V, NB,
-                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr,
-                  PTX: tl.constexpr):
+                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, BPP: tl.constexpr):
     """Program (request, node, BPP blocks): each block's `_block_stats` (the request from the grid: no
     64-bit division per program). With BPP > 1 the next block's load goes out before this block's
     reductions."""
@@ -151,19 +150,19 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
     x_row = logits_ptr + row * V
     if BPP == 1:
         bi = tl.program_id(2)
-        _block_stats(_block_logits(x_row, bi, V, BLOCK).to(tl.float32) / temp, row, bi, sampled, top_k, bmax_ptr,
-                     bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK, UNIT, POOL, PTX)
+        _block_stats(_scaled(_block_logits(x_row, bi, V, BLOCK).to(tl.float32), temp), row, bi, sampled, top_k, bmax_ptr,
+                     bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK, UNIT, POOL)
     else:
         first = tl.program_id(2) * BPP
         ahead = _block_logits(x_row, first, V, BLOCK)
         for j in range(BPP):
             bi = first + j
-            z = ahead.to(tl.float32) / temp
+            z = _scaled(ahead.to(tl.float32), temp)
             if j + 1 < BPP:
                 ahead = _block_logits(x_row, bi + 1, V, BLOCK)
             if bi < NB:
                 _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK,
-                             UNIT, POOL, PTX)
+                             UNIT, POOL)
 
 
 @triton.jit
@@ -495,12 +494,12 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     ranks = pool_ranks(rows, nb, pool, dev)
     _stats_kernel[(bs, n, triton.cdiv(nb, stats_bpp))](logits, temp, k, bmax, bsum, barg, units, ranks, n, vocab,
                                                        nb, BLOCK=block, UNIT=unit, POOL=pool, BPP=stats_bpp,
-                                                       PTX=dev.type == "cuda", num_warps=warps)
+                                                       num_warps=warps)
     pz, pi, pn = pool_buffers(rows, nb, pool, dev)
     if pool:
         _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
                                                              BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
-                                                             PTX=dev.type == "cuda", num_warps=warps)
+                                                             num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,

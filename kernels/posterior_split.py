@@ -65,8 +65,8 @@ BLOCKS_PER_PROGRAM = 8
 # SMs: flat top-k 2000 568.3 vs 576.9 us, T=1 224.5 vs 225.9 (2026-12-04).
 START_MAXNREG = 64
 STATS_BPP = 1  # blocks per program of the stats pass
-# Programs of a listed check round per SM: as many as stay resident (72 registers a thread, 4 warps: 7 on sm_90);
-# they claim the round's items one at a time.
+# Programs of a check round per SM: as many as stay resident (72 registers a thread, 4 warps: 7 on sm_90); they
+# claim the round's items one at a time.
 CHECK_PROGRAMS_PER_SM = 7
 
 
@@ -234,14 +234,16 @@ def _draw(x_row, mass, floor, floor_idx, floor_mass, row_max, temp, min_p, seed,
 
 @triton.jit
 def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, bsum_ptr,
-                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
+                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, list_ptr, count_ptr,
+                  n, V, NB,
                   BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, CH: tl.constexpr,
                   INDEX_TIES: tl.constexpr):
     """Program per row: greedy -> the argmax from the block stats; sampled -> the whole draw on the
     row's candidate pool when it has one (`_pool_draw`), else the first draw.
 
     State per row: fstate = (row max, total mass, floor, floor mass, z of the drawn token),
-    istate = (status, round, floor index); `out` holds the latest draw."""
+    istate = (status, round, floor index); `out` holds the latest draw. A row whose draw awaits its
+    check joins the first check round's list (`_enlist`)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
@@ -272,6 +274,9 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
             tl.store(out_ptr + row, token.to(tl.int64))
             _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, 0, floor_mass, z_pick,
                          tl.where(filtered, _CHECK, _DONE), rnd)
+            if count_ptr is not None:
+                if filtered:
+                    _enlist(list_ptr, count_ptr, row)
         else:
             tl.store(istate_ptr + row * 3, _DONE)
     else:
@@ -361,49 +366,30 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
 
 
 @triton.jit
-def _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, group, n, V, NB,
-                 BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
-                 INDEX_TIES: tl.constexpr):
-    """`_check_block` on blocks [group * BPP, (group + 1) * BPP) of a row whose draw awaits its check."""
-    b = row // n
-    temp = _row_params(temp_ptr, topk_ptr, b)[0]
-    count = _top_k_cuts(tl.load(topk_ptr + b), V)
-    for j in range(BPP):
-        bi = group * BPP + j
-        if bi < NB:
-            _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V, NB,
-                         BLOCK, NC, KC, PC, INDEX_TIES)
-
-
-@triton.jit
 def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr,
                   list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr,
-                  PC: tl.constexpr, BPP: tl.constexpr, LISTED: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """A check round over items (row, BPP of its blocks) of the rows whose draw awaits its check.
-
-    The first round (LISTED off; most sampled rows of a top-k / top-p batch check there): a program
-    per item of every row, rows not checking return at once; the hardware hands out the programs, and
-    items differ in cost (a block below every cut is not read). Later rounds (LISTED): a fixed number
-    of programs over the round's list of rows still drawing (`_enlist`), each claiming its next item
-    from a counter (count_ptr + 1): a round with no row left costs a load per program instead of ~7 us
-    of programs that return at once (batch 64 x 16 rows, H200). All rounds so listed, the first
-    included, cost flat top-p 0.9 416.4 vs 386.0 us (2026-12-04): hence the first round's grid."""
-    if LISTED:
-        groups = tl.cdiv(NB, BPP)
-        total = tl.load(count_ptr) * groups
-        if total > 0:
-            item = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")
-            while item < total:
-                claimed = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")  # the next claim goes out before this work
-                _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr,
-                             tl.load(list_ptr + item // groups).to(tl.int64), item % groups, n, V, NB, BLOCK, NC, KC,
-                             PC, BPP, INDEX_TIES)
-                item = claimed
-    else:
-        row = tl.program_id(0).to(tl.int64)
-        if tl.load(istate_ptr + row * 3) == _CHECK:
-            _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row,
-                         tl.program_id(1), n, V, NB, BLOCK, NC, KC, PC, BPP, INDEX_TIES)
+                  PC: tl.constexpr, BPP: tl.constexpr, INDEX_TIES: tl.constexpr):
+    """A fixed number of programs over the round's items, (row on its list, BPP of its blocks), each
+    claiming its next item from a counter (count_ptr + 1) as it goes: items differ in cost (a block
+    below every cut is not read), so a fixed share per program left some late (flat top-p 0.9 413.4 vs
+    386.0 us, H200 2026-12-04). A round with no row left to check costs a load per program, not a
+    program per (row, BPP blocks) that returns at once (~7 us a launch at batch 64 x 16 rows)."""
+    groups = tl.cdiv(NB, BPP)
+    total = tl.load(count_ptr) * groups
+    if total > 0:
+        item = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")
+        while item < total:
+            claimed = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")  # the next claim goes out before this work
+            row = tl.load(list_ptr + item // groups).to(tl.int64)
+            b = row // n
+            temp = _row_params(temp_ptr, topk_ptr, b)[0]
+            count = _top_k_cuts(tl.load(topk_ptr + b), V)
+            for j in range(BPP):
+                bi = (item % groups) * BPP + j
+                if bi < NB:
+                    _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count,
+                                 V, NB, BLOCK, NC, KC, PC, INDEX_TIES)
+            item = claimed
 
 
 @triton.jit
@@ -479,7 +465,7 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
 
 
 def _check_programs(device: torch.device) -> int:
-    """Programs of a listed check round: CHECK_PROGRAMS_PER_SM per SM on CUDA (one wave), a few under the
+    """Programs of a check round: CHECK_PROGRAMS_PER_SM per SM on CUDA (one wave), a few under the
     interpreter (each then takes several items, as on a GPU with more of them)."""
     if device.type != "cuda":
         return 3
@@ -508,8 +494,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
     one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass,
     `pool_maxnreg`: a register cap for it, `stats_bpp`: blocks per program of the stats pass,
-    `check_programs`: programs of a check round after
-    the first (None: `_check_programs`), and
+    `check_programs`: programs of a check round
+    (None: `_check_programs`), and
     `start_maxnreg`: a register cap for the start kernel (None: the compiler's choice; both speed
     only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
@@ -559,21 +545,20 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,
                                  NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab), BPP=blocks_per_program,
                                  num_warps=warps)
-    # the list of rows still drawing of each split check round after the first (filled by the finish
-    # kernel of the round before) and its (length, next item to claim)
+    # each split check round's list of rows still drawing (filled by the start kernel, then by each
+    # round's finish kernel for the next) and its length
     lists = torch.empty((max(par_rounds, 1), rows), dtype=torch.int32, device=dev)
-    counts = torch.zeros((max(par_rounds, 1), 2), dtype=torch.int32, device=dev)
-    listed = [(None, None)] + [(lists[r], counts[r]) for r in range(1, par_rounds)] + [(None, None)]
-    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, n, vocab,
-                           nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
+    counts = torch.zeros((max(par_rounds, 1), 2), dtype=torch.int32, device=dev)  # (length, next item to claim)
+    listed = [(lists[r], counts[r]) for r in range(par_rounds)] + [(None, None)]
+    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, *listed[0], n,
+                           vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
                            INDEX_TIES=index_ties, num_warps=warps, maxnreg=start_maxnreg)
     finish = (logits, *params, bmax, fstate, istate, cnt, above, out)
     programs = min(rows * groups, check_programs or _check_programs(dev))
     for r in range(par_rounds):
-        _check_kernel[(programs,) if r else (rows, groups)](
-            logits, temp, k, bmax, fstate, istate, cnt, above, out, *listed[r], n, vocab, nb, BLOCK=block, NC=CUTS,
-            KC=top_k_cuts, PC=top_p_cuts, BPP=blocks_per_program, LISTED=r > 0, INDEX_TIES=index_ties,
-            num_warps=warps)
+        _check_kernel[(programs,)](logits, temp, k, bmax, fstate, istate, cnt, above, out, *listed[r], n, vocab, nb,
+                                   BLOCK=block, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, BPP=blocks_per_program,
+                                   INDEX_TIES=index_ties, num_warps=warps)
         _finish_kernel[(rows,)](*finish, *listed[r + 1], n, vocab, nb, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts,
                                 PC=top_p_cuts, SEQUENTIAL=False, INDEX_TIES=index_ties, num_warps=warps)
     _finish_kernel[(rows,)](*finish, None, None, n, vocab, nb, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts,

@@ -40,7 +40,7 @@ POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_
 CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.TOP_K_CUTS, "PC": posterior.TOP_P_CUTS,
               "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM, "POOL": posterior.POOL,
               "CH": posterior_pool.POOL_CHUNK}
-VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True), "LISTED": (False, True)}
+VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
 SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 # the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);
 # UP: the per-node kernel's unit maxima per row, a power of two

@@ -65,8 +65,9 @@ BLOCKS_PER_PROGRAM = 8
 # SMs: flat top-k 2000 568.3 vs 576.9 us, T=1 224.5 vs 225.9 (2026-12-04).
 START_MAXNREG = 64
 STATS_BPP = 1  # blocks per program of the stats pass
-# Programs of a check round per SM: as many as stay resident (72 registers a thread, 4 warps: 7 on sm_90); they
-# claim the round's items one at a time.
+# Programs of a check round per SM: as many as stay resident (72 registers a thread, 4 warps: 7 on sm_90), so
+# each takes an even share of the items in one wave; 16 left a second wave whose programs took their share
+# late: flat top-p 0.9 421.7 vs 386.0 us with a program per item (H200, batch 64 x 16 rows, 2026-12-04).
 CHECK_PROGRAMS_PER_SM = 7
 
 
@@ -369,27 +370,20 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
 def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr,
                   list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr,
                   PC: tl.constexpr, BPP: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """A fixed number of programs over the round's items, (row on its list, BPP of its blocks), each
-    claiming its next item from a counter (count_ptr + 1) as it goes: items differ in cost (a block
-    below every cut is not read), so a fixed share per program left some late (flat top-p 0.9 413.4 vs
-    386.0 us, H200 2026-12-04). A round with no row left to check costs a load per program, not a
-    program per (row, BPP blocks) that returns at once (~7 us a launch at batch 64 x 16 rows)."""
+    """A fixed number of programs over the round's items, (row on its list, BPP of its blocks): a round
+    with no row left to check costs a load per program, not a program per (row, BPP blocks) that
+    returns at once (a launch of ~10k of those took ~7 us at batch 64 x 16 rows on the H200)."""
     groups = tl.cdiv(NB, BPP)
-    total = tl.load(count_ptr) * groups
-    if total > 0:
-        item = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")
-        while item < total:
-            claimed = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")  # the next claim goes out before this work
-            row = tl.load(list_ptr + item // groups).to(tl.int64)
-            b = row // n
-            temp = _row_params(temp_ptr, topk_ptr, b)[0]
-            count = _top_k_cuts(tl.load(topk_ptr + b), V)
-            for j in range(BPP):
-                bi = (item % groups) * BPP + j
-                if bi < NB:
-                    _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count,
-                                 V, NB, BLOCK, NC, KC, PC, INDEX_TIES)
-            item = claimed
+    for item in range(tl.program_id(0), tl.load(count_ptr) * groups, tl.num_programs(0)):
+        row = tl.load(list_ptr + item // groups).to(tl.int64)
+        b = row // n
+        temp = _row_params(temp_ptr, topk_ptr, b)[0]
+        count = _top_k_cuts(tl.load(topk_ptr + b), V)
+        for j in range(BPP):
+            bi = (item % groups) * BPP + j
+            if bi < NB:
+                _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
+                             NB, BLOCK, NC, KC, PC, INDEX_TIES)
 
 
 @triton.jit
@@ -548,7 +542,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     # each split check round's list of rows still drawing (filled by the start kernel, then by each
     # round's finish kernel for the next) and its length
     lists = torch.empty((max(par_rounds, 1), rows), dtype=torch.int32, device=dev)
-    counts = torch.zeros((max(par_rounds, 1), 2), dtype=torch.int32, device=dev)  # (length, next item to claim)
+    counts = torch.zeros(max(par_rounds, 1), dtype=torch.int32, device=dev)
     listed = [(lists[r], counts[r]) for r in range(par_rounds)] + [(None, None)]
     _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, *listed[0], n,
                            vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),

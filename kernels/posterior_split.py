@@ -65,10 +65,7 @@ BLOCKS_PER_PROGRAM = 8
 # SMs: flat top-k 2000 568.3 vs 576.9 us, T=1 224.5 vs 225.9 (2026-12-04).
 START_MAXNREG = 64
 STATS_BPP = 1  # blocks per program of the stats pass
-# Programs of a check round per SM: as many as stay resident (72 registers a thread, 4 warps: 7 on sm_90), so
-# each takes an even share of the items in one wave; 16 left a second wave whose programs took their share
-# late: flat top-p 0.9 421.7 vs 386.0 us with a program per item (H200, batch 64 x 16 rows, 2026-12-04).
-CHECK_PROGRAMS_PER_SM = 7
+CHECK_PROGRAMS_PER_SM = 16  # programs of a check round per SM (the most a 4-warp program of its size can keep)
 
 
 @triton.jit

@@ -588,7 +588,7 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     if "pool" in args.tune:
         settings += [dict(start_maxnreg=None)] + [dict(pool_bpp=g) for g in (2, 8, 16, 75)]
         settings += [dict(pool_maxnreg=r) for r in (72, 80, 88)] + [dict(pool_bpp=8, pool_maxnreg=80)]
-        settings += [dict(stats_bpp=g) for g in (2, 4, 8)] + [dict(check_programs=132 * g) for g in (6, 8, 12)]
+        settings += [dict(stats_bpp=g) for g in (2, 4, 8)] + [dict(check_programs=132 * g) for g in (4, 8)]
     configs = {" ".join(f"{k}={v}" for k, v in {**base, **kw}.items()): {**base, **kw} for kw in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):

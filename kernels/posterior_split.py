@@ -65,7 +65,6 @@ BLOCKS_PER_PROGRAM = 8
 # SMs: flat top-k 2000 568.3 vs 576.9 us, T=1 224.5 vs 225.9 (2026-12-04).
 START_MAXNREG = 64
 STATS_BPP = 1  # blocks per program of the stats pass
-CHECK_PROGRAMS_PER_SM = 16  # programs of a check round per SM (the most a 4-warp program of its size can keep)
 
 
 @triton.jit
@@ -232,16 +231,14 @@ def _draw(x_row, mass, floor, floor_idx, floor_mass, row_max, temp, min_p, seed,
 
 @triton.jit
 def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, bsum_ptr,
-                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, list_ptr, count_ptr,
-                  n, V, NB,
+                  barg_ptr, mass_ptr, fstate_ptr, istate_ptr, out_ptr, pu_ptr, pz_ptr, pi_ptr, pn_ptr, n, V, NB,
                   BLOCK: tl.constexpr, NBP: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr, CH: tl.constexpr,
                   INDEX_TIES: tl.constexpr):
     """Program per row: greedy -> the argmax from the block stats; sampled -> the whole draw on the
     row's candidate pool when it has one (`_pool_draw`), else the first draw.
 
     State per row: fstate = (row max, total mass, floor, floor mass, z of the drawn token),
-    istate = (status, round, floor index); `out` holds the latest draw. A row whose draw awaits its
-    check joins the first check round's list (`_enlist`)."""
+    istate = (status, round, floor index); `out` holds the latest draw."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     temp, sampled = _row_params(temp_ptr, topk_ptr, b)
@@ -272,22 +269,12 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
             tl.store(out_ptr + row, token.to(tl.int64))
             _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, 0, floor_mass, z_pick,
                          tl.where(filtered, _CHECK, _DONE), rnd)
-            if count_ptr is not None:
-                if filtered:
-                    _enlist(list_ptr, count_ptr, row)
         else:
             tl.store(istate_ptr + row * 3, _DONE)
     else:
         first_b = tl.min(tl.where(bmax == row_max, blocks, NBP), axis=0)
         tl.store(out_ptr + row, tl.load(barg_ptr + row * NB + first_b).to(tl.int64))
         tl.store(istate_ptr + row * 3, _DONE)
-
-
-@triton.jit
-def _enlist(list_ptr, count_ptr, row):
-    """Add a row to a check round's list of rows still drawing (count_ptr: its length). The order
-    is the atomics' (any): each row's check is computed alike wherever it stands."""
-    tl.store(list_ptr + tl.atomic_add(count_ptr, 1), row.to(tl.int32))
 
 
 @triton.jit
@@ -364,20 +351,17 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
 
 
 @triton.jit
-def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr,
-                  list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr,
-                  PC: tl.constexpr, BPP: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """A fixed number of programs over the round's items, (row on its list, BPP of its blocks): a round
-    with no row left to check costs a load per program, not a program per (row, BPP blocks) that
-    returns at once (a launch of ~10k of those took ~7 us at batch 64 x 16 rows on the H200)."""
-    groups = tl.cdiv(NB, BPP)
-    for item in range(tl.program_id(0), tl.load(count_ptr) * groups, tl.num_programs(0)):
-        row = tl.load(list_ptr + item // groups).to(tl.int64)
+def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr, n,
+                  V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
+                  INDEX_TIES: tl.constexpr):
+    """Program (row, BPP blocks) of a row whose draw awaits its check; other rows return at once."""
+    row = tl.program_id(0).to(tl.int64)
+    if tl.load(istate_ptr + row * 3) == _CHECK:
         b = row // n
         temp = _row_params(temp_ptr, topk_ptr, b)[0]
         count = _top_k_cuts(tl.load(topk_ptr + b), V)
         for j in range(BPP):
-            bi = (item % groups) * BPP + j
+            bi = tl.program_id(1) * BPP + j
             if bi < NB:
                 _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
                              NB, BLOCK, NC, KC, PC, INDEX_TIES)
@@ -422,11 +406,10 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
 
 @triton.jit
 def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, fstate_ptr,
-                   istate_ptr, cnt_ptr, above_ptr, out_ptr, list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
+                   istate_ptr, cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
                    NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """Program per row: one round's decision (and redraw) after the split check pass, a row still
-    drawing joining the next round's list (when `count_ptr` is not null); with SEQUENTIAL, every
-    remaining round of the row, its check pass included (the rare tail)."""
+    """Program per row: one round's decision (and redraw) after the split check pass; with
+    SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     status = tl.load(istate_ptr + row * 3)
@@ -448,19 +431,8 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
                                cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
                 tl.debug_barrier()
         else:
-            status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr,
-                           above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
-            if count_ptr is not None:
-                if status == _CHECK:
-                    _enlist(list_ptr, count_ptr, row)
-
-
-def _check_programs(device: torch.device) -> int:
-    """Programs of a check round: CHECK_PROGRAMS_PER_SM per SM on CUDA (one wave), a few under the
-    interpreter (each then takes several items, as on a GPU with more of them)."""
-    if device.type != "cuda":
-        return 3
-    return torch.cuda.get_device_properties(device).multi_processor_count * CHECK_PROGRAMS_PER_SM
+            _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
+                  out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
 
 
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
@@ -470,8 +442,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            unit: int = UNIT, blocks_per_program: int = BLOCKS_PER_PROGRAM,
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
-                           pool_bpp: int = POOL_BPP, pool_maxnreg: int | None = None, stats_bpp: int = STATS_BPP,
-                           check_programs: int | None = None,
+                           pool_bpp: int = POOL_BPP, stats_bpp: int = STATS_BPP,
                            start_maxnreg: int | None = START_MAXNREG) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
@@ -484,9 +455,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
     one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass,
-    `pool_maxnreg`: a register cap for it, `stats_bpp`: blocks per program of the stats pass,
-    `check_programs`: programs of a check round
-    (None: `_check_programs`), and
+    `stats_bpp`: blocks per program of the stats pass, and
     `start_maxnreg`: a register cap for the start kernel (None: the compiler's choice; both speed
     only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
@@ -530,29 +499,25 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     if pool:
         _pool_pass_kernel[(rows, triton.cdiv(nb, pool_bpp))](logits, temp, k, ranks, pz, pi, pn, n, vocab, nb,
                                                              BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, BPP=pool_bpp,
-                                                             num_warps=warps, maxnreg=pool_maxnreg)
+                                                             num_warps=warps)
     _floor_kernel[(rows,)](temp, k, units, fstate, n, vocab, n_units, UNIT=unit,
                            UP=max(2, triton.next_power_of_2(n_units)), num_warps=warps)
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,
                                  NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab), BPP=blocks_per_program,
                                  num_warps=warps)
-    # each split check round's list of rows still drawing (filled by the start kernel, then by each
-    # round's finish kernel for the next) and its length
-    lists = torch.empty((max(par_rounds, 1), rows), dtype=torch.int32, device=dev)
-    counts = torch.zeros(max(par_rounds, 1), dtype=torch.int32, device=dev)
-    listed = [(lists[r], counts[r]) for r in range(par_rounds)] + [(None, None)]
-    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, *listed[0], n,
-                           vocab, nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
+    _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, n, vocab,
+                           nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
                            INDEX_TIES=index_ties, num_warps=warps, maxnreg=start_maxnreg)
-    finish = (logits, *params, bmax, fstate, istate, cnt, above, out)
-    programs = min(rows * groups, check_programs or _check_programs(dev))
-    for r in range(par_rounds):
-        _check_kernel[(programs,)](logits, temp, k, bmax, fstate, istate, cnt, above, out, *listed[r], n, vocab, nb,
-                                   BLOCK=block, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, BPP=blocks_per_program,
-                                   INDEX_TIES=index_ties, num_warps=warps)
-        _finish_kernel[(rows,)](*finish, *listed[r + 1], n, vocab, nb, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts,
-                                PC=top_p_cuts, SEQUENTIAL=False, INDEX_TIES=index_ties, num_warps=warps)
-    _finish_kernel[(rows,)](*finish, None, None, n, vocab, nb, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts,
-                            PC=top_p_cuts, SEQUENTIAL=True, INDEX_TIES=index_ties, num_warps=warps)
+    finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
+    for _ in range(par_rounds):
+        _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, out, n, vocab, nb,
+                                      BLOCK=block, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, BPP=blocks_per_program, INDEX_TIES=index_ties,
+                                      num_warps=warps)
+        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, SEQUENTIAL=False,
+                                INDEX_TIES=index_ties,
+                                num_warps=warps)
+    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, SEQUENTIAL=True,
+                            INDEX_TIES=index_ties,
+                            num_warps=warps)
     return out
 

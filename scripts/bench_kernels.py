@@ -36,8 +36,8 @@ Sections (`--sections`, all by default):
   size x warps x split check rounds x the top-k floor's unit x blocks per mass / check program;
   `--tune cuts`: the cut candidates of rows without / with top-k (`top_p_cuts`, `top_k_cuts`), the
   latter with finer floor units (16-64 tokens: the floor then serves top-k 2000), defaults otherwise;
-  `--tune pool`: the candidate pool pass's blocks per program and register cap, the start kernel's
-  register cap, the stats pass's blocks per program, a check round's programs (the same draws).
+  `--tune pool`: the candidate pool pass's blocks per program, the start kernel's register cap, the
+  stats pass's blocks per program (the same draws).
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
   each case at the largest batch (whole blocks as the top-k floor's units; 256- and 32-token units,
   each also with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
@@ -563,8 +563,8 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     check rounds run split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`,
     which the mass pass also skips by) x blocks per mass / check program; `--tune cuts`: the check's
     cut candidates per row without / with top-k, the latter under finer units; `--tune pool`: blocks
-    per program of the candidate pool's pass and a register cap for it, the start kernel without its
-    register cap, blocks per program of the stats pass, and programs of a check round), on
+    per program of the candidate pool's pass, the start kernel without its register cap, and blocks
+    per program of the stats pass), on
     T=1, top-p 0.9, top-k 50 and 2000, peaked and flat logits, fastest first per case.
     Each setting's draws are compared with the default's, counted, not failed: another block sums in
     another float32 order (a few boundary draws), another unit sets another top-k floor (other,
@@ -586,9 +586,8 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
         settings += [dict(par_rounds=r, top_p_cuts=p) for r in (2, 3) for p in (1, 2, 4, CUTS)]
         settings += [dict(unit=u, top_k_cuts=k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
     if "pool" in args.tune:
-        settings += [dict(start_maxnreg=None)] + [dict(pool_bpp=g) for g in (2, 8, 16, 75)]
-        settings += [dict(pool_maxnreg=r) for r in (72, 80, 88)] + [dict(pool_bpp=8, pool_maxnreg=80)]
-        settings += [dict(stats_bpp=g) for g in (2, 4, 8)] + [dict(check_programs=132 * g) for g in (4, 8)]
+        settings += [dict(start_maxnreg=None)] + [dict(pool_bpp=g) for g in (2, 8, 75)]
+        settings += [dict(stats_bpp=g) for g in (2, 4, 8)]
     configs = {" ".join(f"{k}={v}" for k, v in {**base, **kw}.items()): {**base, **kw} for kw in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):

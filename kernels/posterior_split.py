@@ -13,12 +13,13 @@ over the row's blocks of BLOCK tokens (one program per (row, block) for the stat
 BLOCKS_PER_PROGRAM blocks) for the others: a pass of ~77k programs that all return at once still
 cost ~50 us at batch 64); the per-row programs in between read only the block partials and at
 most one block:
-1. Stats pass: per-block max, sum of exp and first index of the max (and, on a row with a top-k
-   floor, the max of every UNIT tokens). Greedy rows take the argmax from these; sampled rows get
-   the row max M, the total mass S and the block masses. The floor program ranks a floored row's
-   unit maxima (the top_k-th largest, bit by bit); a mass pass with min_p or that floor sums the
-   first draw's support per block, reading only the spans (SPAN tokens, whole units) that reach
-   above the floor.
+1. Stats pass: per-block max, and the first index of the max (greedy rows) or the sum of exp
+   (sampled rows; and, on a row with a top-k floor, the max of every UNIT tokens). Greedy rows take
+   the argmax from these; sampled rows get the row max M, the total mass S and the block masses
+   (the start kernel's, `_plain_mass`, unless a mass pass below sums a smaller support). The floor
+   program ranks a floored row's unit maxima (the top_k-th largest, bit by bit); a mass pass with
+   min_p or that floor sums the first draw's support per block, reading only the spans (SPAN
+   tokens, whole units) that reach above the floor.
 2. Inverse-CDF draw (per row): a uniform u picks the block whose cumulative mass crosses
    u * mass, then the token inside that one block.
 3. With top-k / top-p, a check pass counts the tokens and the mass strictly above the drawn
@@ -48,9 +49,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, COMPILED, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block, _cut_candidates,
-                        _floored, _pick_block, _pick_in_block, _prepare, _scaled, _support_mass, _top_k_floor, _uniform,
-                        check_cuts, floor_unit, mass_span)
+from .posterior import (BLOCK, COMPILED, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block,
+                        _cut_candidates, _floored, _pick_block, _pick_in_block, _prepare, _scaled, _support_mass,
+                        _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
 from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
                              _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
 
@@ -150,8 +151,8 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
     x_row = logits_ptr + row * V
     if BPP == 1:
         bi = tl.program_id(2)
-        _block_stats(_scaled(_block_logits(x_row, bi, V, BLOCK).to(tl.float32), temp), row, bi, sampled, top_k, bmax_ptr,
-                     bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK, UNIT, POOL)
+        z = _scaled(_block_logits(x_row, bi, V, BLOCK).to(tl.float32), temp)
+        _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK, UNIT, POOL)
     else:
         first = tl.program_id(2) * BPP
         ahead = _block_logits(x_row, first, V, BLOCK)

@@ -135,6 +135,13 @@ def _scaled(x, temp):
 
 
 @triton.jit
+def _support_bounded(min_p, floor):
+    """Whether a row's first support is smaller than the whole row (min-p, or a floor under it): its
+    block masses are then summed from the logits, not taken from the block stats."""
+    return (min_p > 0.0) | (floor > float("-inf"))
+
+
+@triton.jit
 def _floored(top_k, V, UNIT: tl.constexpr):
     """Whether the top-k floor applies: top-k on, and k at most the row's number of units."""
     return (top_k > 0) & (top_k < V) & (top_k <= (V + UNIT - 1) // UNIT)
@@ -296,7 +303,7 @@ def _posterior_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_p
         if floored:
             tl.debug_barrier()  # the unit maxima this program stored, visible to all its threads
             floor = _top_k_floor(units_ptr + row * UP, NB * (BLOCK // UNIT), top_k, UP)
-        if (min_p > 0.0) | (floor > float("-inf")):
+        if _support_bounded(min_p, floor):
             for bi in range(0, NB):
                 s = _support_mass(x_row, units_ptr + row * UP + bi * (BLOCK // UNIT), bi, temp, row_max, floor, min_p,
                                   V, BLOCK, UNIT, SPAN)

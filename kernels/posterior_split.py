@@ -50,8 +50,8 @@ import triton
 import triton.language as tl
 
 from .posterior import (BLOCK, COMPILED, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block,
-                        _cut_candidates, _floored, _pick_block, _pick_in_block, _prepare, _scaled, _support_mass,
-                        _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
+                        _cut_candidates, _floored, _pick_block, _pick_in_block, _prepare, _scaled, _support_bounded,
+                        _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
 from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
                              _pool_pass_kernel, check_pool, pool_buffers, pool_ranks)
 
@@ -83,12 +83,6 @@ def _top_k_cuts(top_k, V):
 
 
 @triton.jit
-def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
-    idx = bi * BLOCK + tl.arange(0, BLOCK)
-    return _scaled(tl.load(x_row + idx, mask=idx < V, other=float("-inf")).to(tl.float32), temp), idx
-
-
-@triton.jit
 def _block_logits(x_row, bi, V, BLOCK: tl.constexpr):
     """Block bi's raw logits, -inf past V: a full block loads without a mask (no -inf fill)."""
     idx = bi * BLOCK + tl.arange(0, BLOCK)
@@ -97,6 +91,12 @@ def _block_logits(x_row, bi, V, BLOCK: tl.constexpr):
     else:
         x = tl.load(x_row + idx, mask=idx < V, other=float("-inf"))
     return x
+
+
+@triton.jit
+def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
+    """Block bi's z = logits / T (-inf past V) and token indices."""
+    return _scaled(_block_logits(x_row, bi, V, BLOCK).to(tl.float32), temp), bi * BLOCK + tl.arange(0, BLOCK)
 
 
 @triton.jit
@@ -151,8 +151,8 @@ def _stats_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, bsum_ptr, barg_ptr, 
     x_row = logits_ptr + row * V
     if BPP == 1:
         bi = tl.program_id(2)
-        z = _scaled(_block_logits(x_row, bi, V, BLOCK).to(tl.float32), temp)
-        _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB, BLOCK, UNIT, POOL)
+        _block_stats(_load_z(x_row, bi, temp, V, BLOCK)[0], row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr,
+                     unit_ptr, pu_ptr, V, NB, BLOCK, UNIT, POOL)
     else:
         first = tl.program_id(2) * BPP
         ahead = _block_logits(x_row, first, V, BLOCK)
@@ -199,7 +199,7 @@ def _mass_kernel(logits_ptr, temp_ptr, topk_ptr, minp_ptr, bmax_ptr, bsum_ptr, u
     if sampled:
         min_p = tl.load(minp_ptr + b).to(tl.float32)
         floor = tl.load(fstate_ptr + row * 5 + 2)
-        if (min_p > 0.0) | (floor > float("-inf")):
+        if _support_bounded(min_p, floor):
             row_max = _row_max(bmax_ptr, row, NB, NBP)[1]
             for j in range(BPP):
                 bi = tl.program_id(1) * BPP + j
@@ -260,7 +260,7 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
         if pooled == 0:
             floor = tl.load(fstate_ptr + row * 5 + 2)
             mass = plain
-            if (min_p > 0.0) | (floor > float("-inf")):  # the mass pass's support masses
+            if _support_bounded(min_p, floor):  # the mass pass's support masses
                 mass = tl.load(mass_ptr + row * NB + blocks, mask=blocks < NB, other=0.0)
             floor_mass = tl.sum(mass, axis=0)
             rnd = tl.zeros([], tl.int32)

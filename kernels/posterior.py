@@ -51,7 +51,8 @@ from __future__ import annotations
 import torch
 import triton
 import triton.language as tl
-from triton.runtime.jit import JITFunction
+
+from .fast_math import COMPILED
 
 _M32 = 0xFFFFFFFF
 _C_HI, _C_POS, _C_RND = 0x9E3779B9, 0x85EBCA6B, 0xC2B2AE35
@@ -115,10 +116,6 @@ def _uniform(seed, position, rnd):
     h = _mix32(h ^ _mix32(rnd.to(tl.uint32) ^ 0xC2B2AE35))
     return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
 
-
-# Whether the kernels are compiled (CUDA) or run by the interpreter (TRITON_INTERPRET=1, the CPU tests),
-# where the compiled-only forms below (inline PTX, the reciprocal) step aside.
-COMPILED = tl.constexpr(isinstance(_uniform, JITFunction))
 
 
 @triton.jit

@@ -49,7 +49,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .posterior import (BLOCK, COMPILED, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block,
+from .fast_math import fast_exp
+from .posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, _above, _clipped_block,
                         _cut_candidates, _floored, _pick_block, _pick_in_block, _prepare, _scaled, _support_bounded,
                         _support_mass, _top_k_floor, _uniform, check_cuts, floor_unit, mass_span)
 from .posterior_pool import (POOL_BPP, POOL_CHUNK, _block_rank, _flat_block, _pool_draw, _pool_eligible,
@@ -65,7 +66,16 @@ BLOCKS_PER_PROGRAM = 8
 # warps on an SM, so a batch of 64 x 16 rows (1024 programs) runs in one wave on the H200's 132
 # SMs: flat top-k 2000 568.3 vs 576.9 us, T=1 224.5 vs 225.9 (2026-12-04).
 START_MAXNREG = 64
-STATS_BPP = 1  # blocks per program of the stats pass
+# Blocks per stats program (the next block's load before this one's reductions): 8 against 1, H200,
+# batch 64 x 16 rows: flat top-k 2000 -10 us (its block rank then overlaps the loads), others +2-4.
+STATS_BPP = 8
+# The first check round run over the list of rows still drawing. H200, batch 64 x 16 rows
+# (2026-12-04, tune): from round 1, T=1 185.4 / flat top-p 404.1 / flat top-k 2000 499.1 us; from
+# round 2, 191.2 / 395.8 / 502.1; none listed, 195.7 / 394.5 / 508.0.
+LISTED_FROM = 2
+# Programs of a listed check round per SM: as many as stay resident (72 registers a thread, 4 warps: 7 on sm_90);
+# they claim the round's items one at a time.
+CHECK_PROGRAMS_PER_SM = 7
 
 
 @triton.jit
@@ -100,19 +110,6 @@ def _load_z(x_row, bi, temp, V, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _exp(x):
-    """exp(x). Compiled: ex2.approx.ftz of x * log2(e), one MUFU instruction where
-    tl.exp adds three for results below FLT_MIN (flushed to 0 here: they add nothing to a block's
-    sum, which its max's exp(0) = 1 keeps >= 1)."""
-    if COMPILED:
-        y = tl.inline_asm_elementwise("ex2.approx.ftz.f32 $0, $1;", "=f,f", [x * 1.4426950408889634],
-                                      dtype=tl.float32, is_pure=True, pack=1)
-    else:
-        y = tl.exp(x)
-    return y
-
-
-@triton.jit
 def _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_ptr, pu_ptr, V, NB,
                  BLOCK: tl.constexpr, UNIT: tl.constexpr, POOL: tl.constexpr):
     """Block bi's max; a greedy row's first index of it, a sampled row's sum of exp relative to it;
@@ -125,7 +122,7 @@ def _block_stats(z, row, bi, sampled, top_k, bmax_ptr, bsum_ptr, barg_ptr, unit_
             tl.store(unit_ptr + (row * NB + bi) * (BLOCK // UNIT) + tl.arange(0, BLOCK // UNIT),
                      tl.max(tl.reshape(z, (BLOCK // UNIT, UNIT)), axis=1))
     if sampled:
-        block_sum = tl.sum(_exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0)
+        block_sum = tl.sum(fast_exp(z - tl.where(m == float("-inf"), 0.0, m)), axis=0)
         tl.store(bsum_ptr + row * NB + bi, block_sum)
         if POOL > 0:
             if _pool_eligible(top_k, V, NB, UNIT, BLOCK):
@@ -279,6 +276,13 @@ def _start_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, 
 
 
 @triton.jit
+def _enlist(list_ptr, count_ptr, row):
+    """Add a row to a check round's list of rows still drawing (count_ptr: its length). The order
+    is the atomics' (any): each row's check is computed alike wherever it stands."""
+    tl.store(list_ptr + tl.atomic_add(count_ptr, 1), row.to(tl.int32))
+
+
+@triton.jit
 def _store_state(fstate_ptr, istate_ptr, row, row_max, total, floor, floor_idx, floor_mass, z_pick, status, rnd):
     tl.store(fstate_ptr + row * 5 + 0, row_max)
     tl.store(fstate_ptr + row * 5 + 1, total)
@@ -352,20 +356,49 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
 
 
 @triton.jit
-def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr, n,
-                  V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
-                  INDEX_TIES: tl.constexpr):
-    """Program (row, BPP blocks) of a row whose draw awaits its check; other rows return at once."""
-    row = tl.program_id(0).to(tl.int64)
-    if tl.load(istate_ptr + row * 3) == _CHECK:
-        b = row // n
-        temp = _row_params(temp_ptr, topk_ptr, b)[0]
-        count = _top_k_cuts(tl.load(topk_ptr + b), V)
-        for j in range(BPP):
-            bi = tl.program_id(1) * BPP + j
-            if bi < NB:
-                _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V,
-                             NB, BLOCK, NC, KC, PC, INDEX_TIES)
+def _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, group, n, V, NB,
+                 BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
+                 INDEX_TIES: tl.constexpr):
+    """`_check_block` on blocks [group * BPP, (group + 1) * BPP) of a row whose draw awaits its check."""
+    b = row // n
+    temp = _row_params(temp_ptr, topk_ptr, b)[0]
+    count = _top_k_cuts(tl.load(topk_ptr + b), V)
+    for j in range(BPP):
+        bi = group * BPP + j
+        if bi < NB:
+            _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, bi, temp, count, V, NB,
+                         BLOCK, NC, KC, PC, INDEX_TIES)
+
+
+@triton.jit
+def _check_kernel(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, istate_ptr, cnt_ptr, above_ptr, out_ptr,
+                  list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr,
+                  PC: tl.constexpr, BPP: tl.constexpr, LISTED: tl.constexpr, INDEX_TIES: tl.constexpr):
+    """A check round over items (row, BPP of its blocks) of the rows whose draw awaits its check.
+
+    Early rounds (LISTED off; most sampled rows of a top-k / top-p batch check there): a program per
+    item of every row, rows not checking return at once; the hardware hands out the programs, and
+    items differ in cost (a block below every cut is not read). Later rounds (LISTED): a fixed number
+    of programs over the round's list of rows still drawing (`_enlist`), each claiming its next item
+    from a counter (count_ptr + 1): a round with no row left costs a load per program instead of ~7 us
+    of programs that return at once (batch 64 x 16 rows, H200). A listed round with many rows is
+    slower than the grid (LISTED_FROM)."""
+    if LISTED:
+        groups = tl.cdiv(NB, BPP)
+        total = tl.load(count_ptr) * groups
+        if total > 0:
+            item = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")
+            while item < total:
+                claimed = tl.atomic_add(count_ptr + 1, 1, sem="relaxed")  # the next claim goes out before this work
+                _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr,
+                             tl.load(list_ptr + item // groups).to(tl.int64), item % groups, n, V, NB, BLOCK, NC, KC,
+                             PC, BPP, INDEX_TIES)
+                item = claimed
+    else:
+        row = tl.program_id(0).to(tl.int64)
+        if tl.load(istate_ptr + row * 3) == _CHECK:
+            _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row,
+                         tl.program_id(1), n, V, NB, BLOCK, NC, KC, PC, BPP, INDEX_TIES)
 
 
 @triton.jit
@@ -407,10 +440,11 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
 
 @triton.jit
 def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, fstate_ptr,
-                   istate_ptr, cnt_ptr, above_ptr, out_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
+                   istate_ptr, cnt_ptr, above_ptr, out_ptr, list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
                    NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
-    """Program per row: one round's decision (and redraw) after the split check pass; with
-    SEQUENTIAL, every remaining round of the row, its check pass included (the rare tail)."""
+    """Program per row: one round's decision (and redraw) after the split check pass, a row still
+    drawing joining the next round's list (when `count_ptr` is not null); with SEQUENTIAL, every
+    remaining round of the row, its check pass included (the rare tail)."""
     row = tl.program_id(0).to(tl.int64)
     b = row // n
     status = tl.load(istate_ptr + row * 3)
@@ -432,8 +466,19 @@ def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr,
                                cnt_ptr, above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
                 tl.debug_barrier()
         else:
-            _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr, above_ptr,
-                  out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
+            status = _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, istate_ptr, cnt_ptr,
+                           above_ptr, out_ptr, row, V, NB, BLOCK, NBP, NC, KC, PC, INDEX_TIES)
+            if count_ptr is not None:
+                if status == _CHECK:
+                    _enlist(list_ptr, count_ptr, row)
+
+
+def _check_programs(device: torch.device) -> int:
+    """Programs of a listed check round: CHECK_PROGRAMS_PER_SM per SM on CUDA (one wave), a few under the
+    interpreter (each then takes several items, as on a GPU with more of them)."""
+    if device.type != "cuda":
+        return 3
+    return torch.cuda.get_device_properties(device).multi_processor_count * CHECK_PROGRAMS_PER_SM
 
 
 def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
@@ -444,6 +489,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            index_ties: bool = False, top_k_cuts: int = TOP_K_CUTS,
                            top_p_cuts: int = TOP_P_CUTS, pool: int = POOL,
                            pool_bpp: int = POOL_BPP, stats_bpp: int = STATS_BPP,
+                           listed_from: int = LISTED_FROM, check_programs: int | None = None,
                            start_maxnreg: int | None = START_MAXNREG) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
@@ -456,7 +502,10 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     more rounds after a rejection; with a tight top-k floor, `unit`, rejections are rare). `pool`:
     tokens per block of the candidate pool of a large-k top-k row (posterior_pool.py; 0: none; with
     one top-k cut only), the reference's too; `pool_bpp`: blocks per program of its pool pass,
-    `stats_bpp`: blocks per program of the stats pass, and
+    `stats_bpp`: blocks per program of the stats pass,
+    `listed_from`: the first check round run over the list of rows still drawing (rounds before it
+    over every row's programs; >= `par_rounds`: none), `check_programs`: programs of a listed round
+    (None: `_check_programs`), and
     `start_maxnreg`: a register cap for the start kernel (None: the compiler's choice; both speed
     only).
     CUDA tensors, or CPU tensors under TRITON_INTERPRET=1."""
@@ -473,6 +522,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     for knob, value in (("pool_bpp", pool_bpp), ("stats_bpp", stats_bpp)):
         if value < 1:
             raise ValueError(f"{knob}={value} must be >= 1")
+    if listed_from < 1:
+        raise ValueError(f"listed_from={listed_from} must be >= 1 (the first round has no list)")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)
@@ -506,19 +557,26 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
     _mass_kernel[(rows, groups)](logits, temp, k, mp, bmax, bsum, units, fstate, mass, n, vocab, nb, BLOCK=block,
                                  NBP=nbp, UNIT=unit, SPAN=mass_span(block, unit, vocab), BPP=blocks_per_program,
                                  num_warps=warps)
+    # rounds from `listed_from` on run over the list of rows still drawing (filled by the finish kernel
+    # of the round before) with its (length, next item to claim); earlier rounds over the grid
+    listed = [(None, None)] * (par_rounds + 1)
+    if listed_from < par_rounds:
+        lists = torch.empty((par_rounds, rows), dtype=torch.int32, device=dev)
+        counts = torch.zeros((par_rounds, 2), dtype=torch.int32, device=dev)
+        listed[listed_from:par_rounds] = [(lists[r], counts[r]) for r in range(listed_from, par_rounds)]
     _start_kernel[(rows,)](logits, *params, bmax, bsum, barg, mass, fstate, istate, out, ranks, pz, pi, pn, n, vocab,
                            nb, BLOCK=block, NBP=nbp, UNIT=unit, POOL=pool, CH=min(POOL_CHUNK, nbp),
                            INDEX_TIES=index_ties, num_warps=warps, maxnreg=start_maxnreg)
-    finish = (logits, *params, bmax, fstate, istate, cnt, above, out, n, vocab, nb)
-    for _ in range(par_rounds):
-        _check_kernel[(rows, groups)](logits, temp, k, bmax, fstate, istate, cnt, above, out, n, vocab, nb,
-                                      BLOCK=block, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, BPP=blocks_per_program, INDEX_TIES=index_ties,
-                                      num_warps=warps)
-        _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, SEQUENTIAL=False,
-                                INDEX_TIES=index_ties,
-                                num_warps=warps)
-    _finish_kernel[(rows,)](*finish, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts, PC=top_p_cuts, SEQUENTIAL=True,
-                            INDEX_TIES=index_ties,
-                            num_warps=warps)
+    finish = (logits, *params, bmax, fstate, istate, cnt, above, out)
+    programs = min(rows * groups, check_programs or _check_programs(dev))
+    for r in range(par_rounds):
+        _check_kernel[(programs,) if r >= listed_from else (rows, groups)](
+            logits, temp, k, bmax, fstate, istate, cnt, above, out, *listed[r], n, vocab, nb, BLOCK=block, NC=CUTS,
+            KC=top_k_cuts, PC=top_p_cuts, BPP=blocks_per_program, LISTED=r >= listed_from, INDEX_TIES=index_ties,
+            num_warps=warps)
+        _finish_kernel[(rows,)](*finish, *listed[r + 1], n, vocab, nb, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts,
+                                PC=top_p_cuts, SEQUENTIAL=False, INDEX_TIES=index_ties, num_warps=warps)
+    _finish_kernel[(rows,)](*finish, None, None, n, vocab, nb, BLOCK=block, NBP=nbp, NC=CUTS, KC=top_k_cuts,
+                            PC=top_p_cuts, SEQUENTIAL=True, INDEX_TIES=index_ties, num_warps=warps)
     return out
 

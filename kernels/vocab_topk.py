@@ -30,6 +30,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .fast_math import fast_exp
+
 GROUP = 32  # logits per group (the unit of the last narrowing)
 SUPER = 16  # groups per super-group (the unit of the second narrowing)
 SCAN_WARPS = 4  # warps per scan program
@@ -44,6 +46,9 @@ SELECT_CAP_PER_KP = 2
 # The scan issues its next tile's load before this tile's arithmetic (`_scan_kernel`). With 4 warps
 # it took the scan 111.5 -> 97.2 us at batch 64 (H200, 2026-12-03, the same parts to the bit).
 SCAN_PREFETCH = True
+# Each logit's exp by fast_math.fast_exp: the scan 96.4 -> 87.6 us at batch 64 (H200, 2026-12-04,
+# `bench_kernels.py --sections scan`, the same group maxima; the LSE within float32 rounding).
+SCAN_FAST_EXP = True
 
 
 class TopKParts(NamedTuple):
@@ -81,11 +86,13 @@ def _key_value(key):
 
 @triton.jit
 def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles_per_split, splits,
-                 GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr, PREFETCH: tl.constexpr):
+                 GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr, PREFETCH: tl.constexpr,
+                 FAST_EXP: tl.constexpr):
     """Tiles [SUPER groups, SPT super-groups, GROUP logits] (super-group in the middle, so each warp
     owns whole super-groups and no maximum crosses warps): group and super-group maxima out;
     per-group running max / sum-exp kept in registers, folded into one (max, sum) at the end.
-    PREFETCH: the next tile's load is issued before this tile's arithmetic (its latency hidden)."""
+    PREFETCH: the next tile's load is issued before this tile's arithmetic (its latency hidden).
+    FAST_EXP: each logit's exp by `fast_exp` (one instruction compiled) instead of tl.exp."""
     row = tl.program_id(0).to(tl.int64)
     split = tl.program_id(1)
     sup = tl.arange(0, SPT)
@@ -112,7 +119,11 @@ def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles
         tl.store(smax_ptr + (row * n_tiles + t) * SPT + sup, tl.max(gmax, axis=0))
         new_max = tl.maximum(run_max, gmax)
         safe = tl.where(new_max == float("-inf"), 0.0, new_max)
-        run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(x - safe[:, :, None]), axis=2)
+        if FAST_EXP:
+            e = fast_exp(x - safe[:, :, None])
+        else:
+            e = tl.exp(x - safe[:, :, None])
+        run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(e, axis=2)
         run_max = new_max
     row_max = tl.max(tl.max(run_max, axis=1), axis=0)
     safe_max = tl.where(row_max == float("-inf"), 0.0, row_max)
@@ -262,10 +273,11 @@ class ScanParts(NamedTuple):
 
 def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int = SCAN_WARPS,
                programs_per_sm: int = PROGRAMS_PER_SM, scan_supers: int | None = None,
-               prefetch: bool = SCAN_PREFETCH) -> ScanParts:
+               prefetch: bool = SCAN_PREFETCH, fast_exp: bool = SCAN_FAST_EXP) -> ScanParts:
     """The streaming read of contiguous `[rows, V]` logits (stage 1 alone, timed apart by the benchmark).
     `prefetch` (load the next tile before this one's arithmetic) only tunes the speed, as
-    `topk_parts_stream`'s other knobs do."""
+    `topk_parts_stream`'s other knobs do; `fast_exp` (`fast_math.fast_exp` for each logit's exp)
+    changes the LSE within float32 rounding."""
     rows, vocab = logits.shape
     dev = logits.device
     spt = scan_supers or SCAN_SUPERS
@@ -278,7 +290,8 @@ def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int 
                       torch.empty((rows, splits), dtype=torch.float32, device=dev),
                       torch.empty((rows, splits), dtype=torch.float32, device=dev))
     _scan_kernel[(rows, splits)](logits, *parts, vocab, n_tiles, per_split, splits, GROUP=GROUP, SUPER=SUPER,
-                                 SPT=spt, PREFETCH=prefetch, num_warps=scan_warps)
+                                 SPT=spt, PREFETCH=prefetch, FAST_EXP=fast_exp,
+                                 num_warps=scan_warps)
     return parts
 
 

@@ -36,8 +36,8 @@ Sections (`--sections`, all by default):
   size x warps x split check rounds x the top-k floor's unit x blocks per mass / check program;
   `--tune cuts`: the cut candidates of rows without / with top-k (`top_p_cuts`, `top_k_cuts`), the
   latter with finer floor units (16-64 tokens: the floor then serves top-k 2000), defaults otherwise;
-  `--tune pool`: the candidate pool pass's blocks per program, the start kernel's register cap, the
-  stats pass's blocks per program (the same draws).
+  `--tune pool`: the candidate pool pass's blocks per program, the stats pass's blocks per program,
+  the first listed check round and a listed round's programs (the same draws).
 - posterior-profile: GPU time per call of each of the split posterior's kernels (torch.profiler) on
   each case at the largest batch (whole blocks as the top-k floor's units; 256- and 32-token units,
   each also with 6 split check rounds), of the streaming top-K's scan and select, and of the KV move
@@ -214,9 +214,10 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return out
 
 
-SCAN_VARIANTS = {  # name: scan_stage keyword arguments (the default: prefetch, 4 warps, 8 super-groups per tile)
+SCAN_VARIANTS = {  # name: scan_stage keyword arguments (the default: prefetch, fast exp, 4 warps, 8 super-groups per tile)
     "default": {}, "no prefetch": {"prefetch": False}, "no prefetch, 8 warps": {"prefetch": False, "scan_warps": 8},
     "8 warps": {"scan_warps": 8}, "16 programs/SM": {"programs_per_sm": 16}, "16 super-groups": {"scan_supers": 16},
+    "tl.exp": {"fast_exp": False},
 }
 
 
@@ -563,8 +564,8 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     check rounds run split before the per-row tail (`par_rounds`) x the top-k floor's unit (`unit`,
     which the mass pass also skips by) x blocks per mass / check program; `--tune cuts`: the check's
     cut candidates per row without / with top-k, the latter under finer units; `--tune pool`: blocks
-    per program of the candidate pool's pass, the start kernel without its register cap, and blocks
-    per program of the stats pass), on
+    per program of the candidate pool's pass, blocks per program of the stats pass, the first
+    check round over the list of rows still drawing, and a listed round's programs), on
     T=1, top-p 0.9, top-k 50 and 2000, peaked and flat logits, fastest first per case.
     Each setting's draws are compared with the default's, counted, not failed: another block sums in
     another float32 order (a few boundary draws), another unit sets another top-k floor (other,
@@ -586,8 +587,8 @@ def bench_posterior_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
         settings += [dict(par_rounds=r, top_p_cuts=p) for r in (2, 3) for p in (1, 2, 4, CUTS)]
         settings += [dict(unit=u, top_k_cuts=k) for u in (16, 32, 64, 256) for k in (1, 2, 4, CUTS)]
     if "pool" in args.tune:
-        settings += [dict(start_maxnreg=None)] + [dict(pool_bpp=g) for g in (2, 8, 75)]
-        settings += [dict(stats_bpp=g) for g in (2, 4, 8)]
+        settings += [dict(pool_bpp=g) for g in (8, 32)] + [dict(stats_bpp=1)]
+        settings += [dict(listed_from=r) for r in (1, 3)] + [dict(check_programs=132 * 4)]
     configs = {" ".join(f"{k}={v}" for k, v in {**base, **kw}.items()): {**base, **kw} for kw in settings}
     out, table = [], []
     for shape, scale in (("peaked", 4.0), ("flat", 0.3)):

@@ -35,12 +35,12 @@ TARGET = GPUTarget("cuda", 90, 32)
 # pointer arguments that are not fp32; scalars are int32 (the launchers pass ints)
 POINTERS = {"logits_ptr": "*bf16", "out_ptr": "*i64", "topk_ptr": "*i64", "seed_ptr": "*i64", "pos_ptr": "*i64",
             "barg_ptr": "*i32", "istate_ptr": "*i32", "cnt_ptr": "*i32", "pi_ptr": "*i32", "pn_ptr": "*i32",
-            "pooled_ptr": "*i32"}
+            "pooled_ptr": "*i32", "list_ptr": "*i32", "count_ptr": "*i32"}
 # the launchers' constexprs at V = 151936 (block 2048)
 CONSTEXPRS = {"BLOCK": 2048, "NBP": 128, "NC": posterior.CUTS, "KC": posterior.TOP_K_CUTS, "PC": posterior.TOP_P_CUTS,
               "SPAN": posterior.SPAN, "BPP": posterior_split.BLOCKS_PER_PROGRAM, "POOL": posterior.POOL,
               "CH": posterior_pool.POOL_CHUNK}
-VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True)}
+VARIANTS = {"INDEX_TIES": (False, True), "SEQUENTIAL": (False, True), "LISTED": (False, True)}
 SWITCHES = (*VARIANTS, "UNIT")  # the constexprs a variant's report names
 # the top-k floor's units: the default, and units finer than a span (the mass pass's other branch);
 # UP: the per-node kernel's unit maxima per row, a power of two

@@ -83,6 +83,15 @@ def test_split_rounds_equal_sequential_rounds(device: str) -> None:
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("listed_from,check_programs", [(1, None), (1, 1), (2, 2), (3, None)])
+def test_listed_rounds_equal_torch(device: str, listed_from: int, check_programs: int | None) -> None:
+    """Check rounds over the list of rows still drawing (from round 1 or 2; 3: none listed), their
+    items claimed by one program or a few: the reference's draws."""
+    _same_as_reference(device, _mixed_case(8, 6, 1000, 0.5, seed=5), 128, listed_from=listed_from,
+                       check_programs=check_programs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("unit,blocks_per_program", [(16, 1), (64, 3), (128, 8)])
 def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_program: int) -> None:
     """Units inside a block (the top-k floor ranks their maxima; the mass pass skips the spans

@@ -31,7 +31,8 @@ most one block:
    gives an exact sample of the kept set; each round strictly raises the floor, so it ends
    (usually after 1-2 rounds). PAR_ROUNDS rounds run split; a row still drawing after them
    finishes its rounds in one program (the same code, its blocks in a loop). The launch
-   sequence is fixed (CUDA-graph capturable); programs of finished rows return at once, and a
+   sequence is fixed (CUDA-graph capturable); programs of finished rows return at once (rounds
+   from LISTED_FROM on run over the list of rows still drawing instead), and a
    block whose max is not above the lowest cut is not read (it holds no token above any cut:
    most blocks of a peaked row). Counts are made only for rows with top-k.
    Passes over the logits: 1 (greedy, no filter), 2 with min-p, 1 + rounds with top-k / top-p

@@ -38,7 +38,9 @@ from .posterior import (COMPILED, POOL_FLAT, POOL_UNIT, _above, _just_below, _pi
 _PU = tl.constexpr(POOL_UNIT)
 _FLAT = tl.constexpr(POOL_FLAT)
 POOL_CHUNK = 16  # blocks per load of a pooled row's draw ([16, POOL] tokens)
-POOL_BPP = 16  # blocks per program of the pool pass (H200, batch 64 x 16 rows: flat top-k 2000 -10 us against 32, other cases +1-2)
+# Blocks per program of the pool pass: 16 against 32 on the H200 at batch 64 x 16 rows, flat top-k 2000
+# -8 to -10 us, other cases +1-2 (2026-12-04).
+POOL_BPP = 16
 
 
 def check_pool(pool: int, block: int) -> int:

@@ -74,8 +74,8 @@ STATS_BPP = 8
 # (2026-12-04, tune): from round 1, T=1 185.4 / flat top-p 404.1 / flat top-k 2000 499.1 us; from
 # round 2, 191.2 / 395.8 / 502.1; none listed, 195.7 / 394.5 / 508.0.
 LISTED_FROM = 2
-# Programs of a listed check round per SM: as many as stay resident (72 registers a thread, 4 warps: 7 on sm_90);
-# they claim the round's items one at a time.
+# Programs of a listed check round per SM: as many as stay resident (~70 registers a thread, 4 warps: 7 on
+# sm_90); they claim the round's items one at a time. 4 per SM timed the same (2026-12-04).
 CHECK_PROGRAMS_PER_SM = 7
 
 
@@ -357,8 +357,8 @@ def _check_block(logits_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, 
 
 
 @triton.jit
-def _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, group, n, V, NB,
-                 BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
+def _check_items(logits_ptr, temp_ptr, topk_ptr, bmax_ptr, fstate_ptr, cnt_ptr, above_ptr, out_ptr, row, group, n, V,
+                 NB, BLOCK: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, BPP: tl.constexpr,
                  INDEX_TIES: tl.constexpr):
     """`_check_block` on blocks [group * BPP, (group + 1) * BPP) of a row whose draw awaits its check."""
     b = row // n
@@ -441,8 +441,9 @@ def _step(logits_ptr, temp, top_k, top_p, min_p, seed, position, fstate_ptr, ist
 
 @triton.jit
 def _finish_kernel(logits_ptr, temp_ptr, topk_ptr, topp_ptr, minp_ptr, seed_ptr, pos_ptr, bmax_ptr, fstate_ptr,
-                   istate_ptr, cnt_ptr, above_ptr, out_ptr, list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr, NBP: tl.constexpr,
-                   NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, SEQUENTIAL: tl.constexpr, INDEX_TIES: tl.constexpr):
+                   istate_ptr, cnt_ptr, above_ptr, out_ptr, list_ptr, count_ptr, n, V, NB, BLOCK: tl.constexpr,
+                   NBP: tl.constexpr, NC: tl.constexpr, KC: tl.constexpr, PC: tl.constexpr, SEQUENTIAL: tl.constexpr,
+                   INDEX_TIES: tl.constexpr):
     """Program per row: one round's decision (and redraw) after the split check pass, a row still
     drawing joining the next round's list (when `count_ptr` is not null); with SEQUENTIAL, every
     remaining round of the row, its check pass included (the rare tail)."""
@@ -525,6 +526,8 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
             raise ValueError(f"{knob}={value} must be >= 1")
     if listed_from < 1:
         raise ValueError(f"listed_from={listed_from} must be >= 1 (the first round has no list)")
+    if check_programs is not None and check_programs < 1:
+        raise ValueError(f"check_programs={check_programs} must be >= 1")
     if blocks_per_program < 1:
         raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)

@@ -92,6 +92,14 @@ def test_listed_rounds_equal_torch(device: str, listed_from: int, check_programs
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("knob", ["listed_from", "check_programs", "stats_bpp", "pool_bpp"])
+def test_bad_launch_knobs_refused(device: str, knob: str) -> None:
+    case = _mixed_case(2, 2, 300, 0.5, seed=1)
+    with pytest.raises(ValueError, match=knob):
+        posterior_tokens_split(*(t.to(device) for t in case[:5]), block=128, **{knob: 0})
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("unit,blocks_per_program", [(16, 1), (64, 3), (128, 8)])
 def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_program: int) -> None:
     """Units inside a block (the top-k floor ranks their maxima; the mass pass skips the spans

@@ -117,7 +117,6 @@ def _uniform(seed, position, rnd):
     return ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
 
 
-
 @triton.jit
 def _scaled(x, temp):
     """x / temp for a row's float32 logits; every pass over them takes its z from here, so all see the

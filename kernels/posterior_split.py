@@ -521,15 +521,11 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
         return out
     unit = floor_unit(block, unit, vocab)
     check_cuts(top_k_cuts, top_p_cuts)
-    for knob, value in (("pool_bpp", pool_bpp), ("stats_bpp", stats_bpp)):
-        if value < 1:
+    # listed_from >= 1: the first round has no list (no kernel before it fills one)
+    for knob, value in (("pool_bpp", pool_bpp), ("stats_bpp", stats_bpp), ("blocks_per_program", blocks_per_program),
+                        ("listed_from", listed_from), ("check_programs", check_programs)):
+        if value is not None and value < 1:
             raise ValueError(f"{knob}={value} must be >= 1")
-    if listed_from < 1:
-        raise ValueError(f"listed_from={listed_from} must be >= 1 (the first round has no list)")
-    if check_programs is not None and check_programs < 1:
-        raise ValueError(f"check_programs={check_programs} must be >= 1")
-    if blocks_per_program < 1:
-        raise ValueError(f"blocks_per_program={blocks_per_program} must be >= 1")
     block = _clipped_block(block, vocab)
     nb = triton.cdiv(vocab, block)
     nbp = max(2, triton.next_power_of_2(nb))

@@ -214,7 +214,8 @@ def bench_topk_tune(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return out
 
 
-SCAN_VARIANTS = {  # name: scan_stage keyword arguments (the default: prefetch, fast exp, 4 warps, 8 super-groups per tile)
+# name: scan_stage keyword arguments (the default: prefetch, fast exp, 4 warps, 8 super-groups per tile)
+SCAN_VARIANTS = {
     "default": {}, "no prefetch": {"prefetch": False}, "no prefetch, 8 warps": {"prefetch": False, "scan_warps": 8},
     "8 warps": {"scan_warps": 8}, "16 programs/SM": {"programs_per_sm": 16}, "16 super-groups": {"scan_supers": 16},
     "tl.exp": {"fast_exp": False},

@@ -92,7 +92,7 @@ def test_listed_rounds_equal_torch(device: str, listed_from: int, check_programs
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("knob", ["listed_from", "check_programs", "stats_bpp", "pool_bpp"])
+@pytest.mark.parametrize("knob", ["listed_from", "check_programs", "stats_bpp", "pool_bpp", "blocks_per_program"])
 def test_bad_launch_knobs_refused(device: str, knob: str) -> None:
     case = _mixed_case(2, 2, 300, 0.5, seed=1)
     with pytest.raises(ValueError, match=knob):

@@ -11,6 +11,8 @@ Additions to the agreed contract (all keyword arguments with defaults, nothing r
   capturable). `prefix_ones=False` skips the prefix columns (for SGLang's Triton verify kernel).
 - `commit.move_slots_triton(data_ptrs, data_strides, max_stride, dst, src)`: the KV commit move on
   raw per-slot buffers, skipping padding and slot-onto-itself entries (CUDA only).
+- `slot_reorder.reorder_path_slots(table, req_pool_indices, prefix_lens, accepted_idx, accept_len,
+  width)`: the commit without a move at page size 1 (a request's req_to_token row reordered).
 - `pack_tree_mask(parent) -> int32[bs, n, ceil(n / 32)]`: tree columns only, bit j % 32 of word j // 32.
 - `posterior_tokens(..., min_p=None, positions=None, all_greedy=False, index_ties=False)`: SGLang's
   temperature / top-k / top-p / min-p distribution drawn exactly over the whole vocabulary;

@@ -37,10 +37,10 @@ import torch
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, build_tree
-from sglang.srt.speculative.ddtree.kv_move import SlotMover
+from sglang.srt.speculative.ddtree.kv_commit import KVCommit, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
 from sglang.srt.speculative.ddtree.tree_round import (
-    draft_server_args, free_past_kept_pages, move_accepted_kv, path_features,
+    draft_server_args, free_past_kept_pages, path_features,
 )
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
@@ -63,7 +63,7 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
     generator: Optional[torch.Generator] = None
     sampler: Optional[NodeSampler] = None
     sampling_backend: Optional[str] = None
-    slot_mover: Optional[SlotMover] = None
+    kv_commit: Optional[KVCommit] = None
 
     def prepare_for_verify(self, batch: ScheduleBatch, page_size: int, *, build_custom_mask: bool = True):
         """DFlash's slot allocation for `draft_token_num` tokens per request, keeping the tree mask.
@@ -103,15 +103,16 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         self.sampler.committed(batch, path_tokens, commit_lens)
 
         cache_loc_2d = batch.out_cache_loc.view(bs, width).to(torch.int64)
-        move_accepted_kv(self.slot_mover, accepted_idx, accept_len, cache_loc_2d, n)
-        slots = batch.out_cache_loc.view(bs, width)
+        committed = self.kv_commit(batch.req_to_token_pool.req_to_token, batch.req_pool_indices, batch.seq_lens,
+                                   accepted_idx, accept_len, cache_loc_2d, n)
+        slots = committed.to(batch.out_cache_loc.dtype)
         free_past_kept_pages(batch.token_to_kv_pool_allocator, slots, batch.seq_lens, commit_lens, page_size)
         batch.out_cache_loc = slots[torch.arange(width, device=device)[None, :] < commit_lens[:, None]]
         for req, n in zip(batch.reqs, commit_lens_cpu, strict=True):
             req.kv_committed_len += n
             req.kv_allocated_len = req.kv_committed_len
         # The kept slots (positions prefix .. prefix + n) are already in req_to_token: the verify
-        # allocation wrote positions prefix .. prefix + width.
+        # allocation wrote positions prefix .. prefix + width (a reordering commit rewrote them).
         batch.seq_lens.add_(commit_lens.to(batch.seq_lens.dtype))
         batch.seq_lens_cpu.add_(torch.tensor(commit_lens_cpu, dtype=batch.seq_lens_cpu.dtype))
         # Recomputed, not incremented: 0.5.13's filter_batch leaves it None (computed lazily there).
@@ -177,7 +178,7 @@ class DDTreeWorkerV1(DFlashWorker):
         req_to_token_pool, _ = self.target_worker.get_memory_pool()  # as DFlash's v1 __init__ reaches it
         self._node_sampler = NodeSampler(req_to_token_pool.req_to_token.shape[0], self.device)
         self._sampling_backend = getattr(server_args, "sampling_backend", None)
-        self._slot_mover: Optional[SlotMover] = None  # built on first use, from the batch's pool
+        self._kv_commit: Optional[KVCommit] = None  # built on first use, from the batch's pool
         if self.tp_rank == 0:
             logger.info(
                 "DDTREE worker (v1): budget=%d topk=%d draft block=%d verify width=%d",
@@ -221,11 +222,13 @@ class DDTreeWorkerV1(DFlashWorker):
             pad_tree(tree, self.verify_width), chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens,
             int(batch.seq_lens_cpu.sum()),
         )
-        if self._slot_mover is None:
-            self._slot_mover = SlotMover(batch.token_to_kv_pool_allocator.get_kvcache())
+        if self._kv_commit is None:
+            # v1 DFlash never runs under the overlap scheduler (SGLang refuses it).
+            blocker = reorder_blocker(self.page_size, overlap=False)
+            self._kv_commit = KVCommit(batch.token_to_kv_pool_allocator.get_kvcache(), blocker)
         verify_input.tree, verify_input.tree_size, verify_input.max_depth = tree, self.tree_size, self.max_commit - 1
         verify_input.generator, verify_input.sampler = self._sample_generator, self._node_sampler
-        verify_input.sampling_backend, verify_input.slot_mover = self._sampling_backend, self._slot_mover
+        verify_input.sampling_backend, verify_input.kv_commit = self._sampling_backend, self._kv_commit
         # DFlash allocated `block` slots per request for its chain; the tree takes its own width.
         # The page that holds the prefix's last token stays (a paged free takes whole pages); the
         # tree's allocation extends from it as the chain's did.

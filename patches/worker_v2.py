@@ -8,7 +8,9 @@ round's verify:
 3. Verify: one target pass over the tree with depth positions and the ancestor mask.
 4. Accept: a posterior token at every node (argmax, or a sample), walked from the root.
 5. Commit: the accepted nodes' target KV is moved to the slots of positions `prefix .. prefix+len`
-   (a KV copy, as EAGLE does for trees, so any page size keeps its slot layout); the draft KV of those
+   (a KV copy, as EAGLE does for trees, so any page size keeps its slot layout; or, opted in at page
+   size 1, those positions' `req_to_token` entries reordered to the accepted nodes' slots:
+   patches/kv_commit.py); the draft KV of those
    positions is materialised from the accepted nodes' target hidden states by DFlash's own writer; the
    bonus token and new lengths seed the next round exactly as DFlash's do.
 
@@ -59,11 +61,10 @@ from sglang.srt.speculative.ddtree.contract import release_takes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
 from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
 from sglang.srt.speculative.ddtree.kernels import accept_walk
-from sglang.srt.speculative.ddtree.kv_move import SlotMover
+from sglang.srt.speculative.ddtree.kv_commit import KVCommit, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
-    move_accepted_kv,
     path_features,
 )
 from sglang.srt.speculative.ddtree.tree_stage import TreeStage
@@ -162,7 +163,10 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._node_sampler_instance: NodeSampler | None = None
         self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
-        self._slot_mover: SlotMover | None = None  # built on first use: the pool exists by then
+        self._kv_commit: KVCommit | None = None  # built on first use: the pool exists by then
+        self._reorder_blocker = reorder_blocker(
+            self.page_size, overlap=not getattr(resolved, "disable_overlap_schedule", False)
+        )
         self._tree_stage_instance: TreeStage | None = None
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
@@ -260,7 +264,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         if on_publish is not None:
             on_publish(new_seq_lens)
 
-        path_slots = self._commit_target_kv(accepted_idx, accept_len, cache_loc_2d)
+        path_slots = self._commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d)
         self._commit_draft_kv(logits_output.hidden_states, accepted_idx, commit_lens, path_slots, prefix_lens)
         logits_output.hidden_states = None
 
@@ -386,11 +390,15 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             root_tokens, self._sample_generator, self._sampling_backend,
         )
 
-    def _commit_target_kv(self, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
-        """Move the accepted nodes' target KV to their path positions; returns those slots [bs, L]."""
-        if self._slot_mover is None:
-            self._slot_mover = SlotMover(self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache())
-        return move_accepted_kv(self._slot_mover, accepted_idx, accept_len, cache_loc_2d, self.tree_size)
+    def _commit_target_kv(self, batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
+        """The accepted nodes' target KV at their path positions (moved, or their slots reordered into
+        `req_to_token`: patches/kv_commit.py); returns the path positions' slots [bs, L]."""
+        if self._kv_commit is None:
+            pool = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
+            self._kv_commit = KVCommit(pool, self._reorder_blocker)
+        slots = self._kv_commit(self.model_runner.req_to_token_pool.req_to_token, batch.req_pool_indices,
+                                prefix_lens, accepted_idx, accept_len, cache_loc_2d, self.tree_size)
+        return slots[:, : accepted_idx.shape[1]].contiguous()
 
     def _commit_draft_kv(self, hidden, accepted_idx, commit_lens, path_slots, prefix_lens) -> None:
         """Draft context for the committed positions from the accepted nodes' target features."""

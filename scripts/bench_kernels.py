@@ -52,7 +52,9 @@ Sections (`--sections`, all by default):
   reference (device->host copy, plain-Python heap and numpy visibility per request); and
   "extra": every DDTree-only step of a round as the runtime runs it (top-K + LSE, tree build,
   tree-only mask, accept walk, commit, the KV move of an off-chain path skipping identity
-  entries) in one graph, against issue 11's goal of <= 150 us at batch 64, budget 64.
+  entries) in one graph, against issue 11's goal of <= 150 us at batch 64, budget 64; and
+  "extra (reorder)": the same with the move-free commit (`DDTREE_KV_COMMIT=reorder`: each
+  request's req_to_token row reordered, kernels/slot_reorder.py) in place of commit + move.
 
     python scripts/bench_kernels.py --json bench.json
     python scripts/bench_kernels.py --device cpu --vocab 3000 --batch 2 --topk-k 8 --budget 8 \
@@ -88,6 +90,7 @@ from kernels.posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, 
                                posterior_tokens_triton, uniform_torch)
 from kernels.posterior_pool import pool_eligible_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
+from kernels.slot_reorder import reorder_path_slots_triton  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
 from kernels.vocab_topk import (GROUP, SELECT_CAP_PER_KP, SUPER, draft_topk_radix, draft_topk_stream,  # noqa: E402
@@ -743,7 +746,8 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
-    cols = ["topk", "build", "mask", "walk", "commit", "move", "build+mask+walk", "extra", "reference"]
+    cols = ["topk", "build", "mask", "walk", "commit", "move", "reorder", "build+mask+walk", "extra", "extra (reorder)",
+            "reference"]
     for bs in args.batch:
         for budget in args.budget:
             dev, depth, k = args.device, args.depth, min(budget, args.vocab)
@@ -761,6 +765,9 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
             acc, length, _ = accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth)
             buffers, ptrs, stride, strides, word = _kv_pool(args, bs * n + 1)
             dst, src = _path_moves(bs, n, min(depth + 1, n), True, dev)
+            # The request-to-token table the reordering commit rewrites (each request's row: prefix + tree).
+            table = torch.arange(bs * (args.prefix + n), device=dev, dtype=torch.int32).view(bs, args.prefix + n)
+            req_rows = torch.arange(bs, device=dev)
 
             def round_fn() -> None:
                 t = select_tree_triton(lp, tok, budget)
@@ -774,6 +781,12 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 commit_slots_triton(a, ln, cache_loc)
                 move_slots_triton(ptrs, strides, stride, dst, src, word=word)
 
+            def extra_reorder_fn() -> None:  # the same, committed by reordering req_to_token (page size 1)
+                t = select_tree_triton(*draft_topk_triton(draft, k), budget)
+                build_tree_mask_triton(t.parent, prefix_lens, prefix_sum, prefix_ones=False)
+                a, ln, _ = accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
+                reorder_path_slots_triton(table, req_rows, prefix_lens, a, ln, n)
+
             t = timer.measure({
                 "topk": lambda: draft_topk_triton(draft, k),
                 "build": lambda: select_tree_triton(lp, tok, budget),
@@ -781,8 +794,10 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 "walk": lambda: accept_walk_triton(tokens, tree.first_child, tree.next_sibling, posterior, depth),
                 "commit": lambda: commit_slots_triton(acc, length, cache_loc),
                 "move": lambda: move_slots_triton(ptrs, strides, stride, dst, src, word=word),
+                "reorder": lambda: reorder_path_slots_triton(table, req_rows, prefix_lens, acc, length, n),
                 "build+mask+walk": round_fn,
                 "extra": extra_fn,
+                "extra (reorder)": extra_reorder_fn,
             })
             del buffers
             ref = reference_us(lp, budget, reps=3)
@@ -793,8 +808,9 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
             rows.append([str(bs), str(budget)] + [f"{t[c]['median']:.1f}" for c in cols] + [f"{speedup:.0f}x"])
     _table(f"Round stages (medians, us), V={args.vocab}, D={args.depth}, prefix={args.prefix}; mask: build+mask+walk "
            "with the prefix ones, extra tree columns only; move: an off-chain path of "
-           f"{args.layers} layers' K and V, identity skipped; extra = topk+build+mask+walk+commit+move in one graph "
-           "(issue 11: <= 150 us at batch 64, budget 64); reference = best of 3 host runs",
+           f"{args.layers} layers' K and V, identity skipped; reorder: the move-free commit (req_to_token rewritten, "
+           "page size 1); extra = topk+build+mask+walk+commit+move in one graph, extra (reorder) = "
+           "topk+build+mask+walk+reorder (issue 11: <= 150 us at batch 64, budget 64); reference = best of 3 host runs",
            ["batch", "budget", *cols, "speedup"], rows)
     return out
 

@@ -2,6 +2,7 @@
 
 usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
                             [--tp-size N] [--page-size N] [--attention-backend triton|flashinfer]
+                            [--kv-commit move|reorder]
 
 Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
 `offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
@@ -44,21 +45,31 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
             "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
 SUITES = ("base", "offchain")
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
+# What a DDTREE engine's log shows when it commits by reordering req_to_token (patches/kv_commit.py,
+# logged at info: --kv-commit reorder raises the engines' log level to info).
+REORDER_LOG = "DDTREE KV commit: reorder"
 
 
 def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1,
-            attention_backend: str = "triton", eager_stage: bool = False) -> list[dict]:
+            attention_backend: str = "triton", eager_stage: bool = False, kv_commit: str = "move") -> list[dict]:
     """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend, all
     of them (plain references included) run with that setting, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
-    and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md)."""
+    and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md).
+    `kv_commit="reorder"`: every engine without the overlap scheduler (the reordering commit's
+    condition), DDTREE engines with DDTREE_KV_COMMIT=reorder and required to log that they ran it."""
     out = (base_configs(eager_stage) if "base" in suites else []) + \
         (offchain_configs() if "offchain" in suites else [])
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
     if attention_backend != "triton":
         extra["attention_backend"] = attention_backend
+    if kv_commit == "reorder":
+        extra["disable_overlap_schedule"] = True
     if extra:
         out = [dict(c, engine={**c.get("engine", {}), **extra}) for c in out]
+    if kv_commit == "reorder":
+        out = [dict(c, env={**c.get("env", {}), "DDTREE_KV_COMMIT": "reorder"}, log_must=REORDER_LOG,
+                    engine={**c["engine"], "log_level": "info"}) if c["algo"] == "DDTREE" else c for c in out]
     return [with_own_ports(c, i) for i, c in enumerate(out)]
 
 
@@ -126,6 +137,9 @@ def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
         res = json.loads(res_path.read_text())
     else:
         res = {"name": cfg["name"], "ok": False, "error": f"no result (timeout or crash) after {time.time() - t0:.0f}s"}
+    log_text = (out_dir / "logs" / f"{cfg['name']}.log").read_text(errors="replace")
+    if res.get("ok") and cfg.get("log_must") and cfg["log_must"] not in log_text:
+        res = dict(res, ok=False, error=f"the engine's log lacks {cfg['log_must']!r}")
     print(f"[{time.strftime('%T')}] {cfg['name']}: ok={res.get('ok')} t={time.time() - t0:.0f}s "
           f"{res.get('error', '')[:300]}", flush=True)
     if not res.get("ok"):
@@ -287,6 +301,9 @@ def main() -> int:
     ap.add_argument("--page-size", type=int, default=1, help="--page-size of every engine (KV tokens per page)")
     ap.add_argument("--attention-backend", default="triton", choices=["triton", "flashinfer"],
                     help="--attention-backend of every engine, plain references included")
+    ap.add_argument("--kv-commit", choices=["move", "reorder"], default="move",
+                    help="reorder: DDTREE commits by reordering req_to_token (DDTREE_KV_COMMIT=reorder), every "
+                         "engine without the overlap scheduler")
     ap.add_argument("--eager-stage", action="store_true",
                     help=f"also time {EAGER_STAGE}: the timed DDTREE with its tree stage launched kernel by kernel")
     a = ap.parse_args()
@@ -294,7 +311,7 @@ def main() -> int:
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
     cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size, a.attention_backend,
-                   a.eager_stage)
+                   a.eager_stage, a.kv_commit)
     if a.only:
         models = {c["model"] for c in cfgs if c["name"] in a.only}
         cfgs = [c for c in cfgs if c["name"] in a.only

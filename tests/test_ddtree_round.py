@@ -30,17 +30,20 @@ def stub_site(tmp_path_factory) -> Path:
 
 CASES = [(0, 0), (1, 1), (7, 7), (8, 2), (32, 32)]
 GRAPH_CASES = [(8, 2), (32, 32)]  # the same rounds with the tree stage replayed from a (stand-in) graph
+REORDER_CASES = [(8, 2), (32, 32)]  # the same rounds committed by reordering req_to_token (DDTREE_KV_COMMIT)
 
 
 @pytest.fixture(scope="module")
 def round_results(stub_site) -> dict:
     env = dict(os.environ, PYTHONPATH=str(stub_site))
-    cases = [f"{b}:{k}" for b, k in CASES] + [f"{b}:{k}:1" for b, k in GRAPH_CASES]
+    cases = ([f"{b}:{k}" for b, k in CASES] + [f"{b}:{k}:1" for b, k in GRAPH_CASES]
+             + [f"{b}:{k}:0:reorder" for b, k in REORDER_CASES])
     proc = subprocess.run([sys.executable, str(REPO / "tests/round_harness/drive_round.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    return {(r["budget"], r["topk"]) + ((True,) if r["graph"] else ()): r for r in results}
+    return {(r["budget"], r["topk"]) + ((True,) if r["graph"] else ())
+            + ((r["kv_commit"],) if r["kv_commit"] != "move" else ()): r for r in results}
 
 
 @pytest.mark.parametrize("budget, topk", CASES)
@@ -64,6 +67,18 @@ def test_graph_replayed_tree_stage_gives_the_eager_rounds(round_results, budget,
     assert eager["graph_replays"] == 0
     same = ("equal_to_greedy", "commit_ok", "rounds_with_off_chain_paths", "tokens_per_round")
     assert {k: graphed[k] for k in same} == {k: eager[k] for k in same}
+
+
+@pytest.mark.parametrize("budget, topk", REORDER_CASES)
+def test_reordering_commit_gives_the_moving_rounds(round_results, budget, topk):
+    """DDTREE_KV_COMMIT=reorder: no KV moves, req_to_token points each position at its accepted
+    node's slot (the commit check reads the KV through it), every verify range keeps its slots once,
+    and the rounds are the moving commit's."""
+    moving, reordering = round_results[(budget, topk)], round_results[(budget, topk, "reorder")]
+    assert reordering["slots_kept_once"] and moving["slots_kept_once"], reordering
+    same = ("equal_to_greedy", "commit_ok", "rounds_with_off_chain_paths", "tokens_per_round")
+    assert {k: reordering[k] for k in same} == {k: moving[k] for k in same}
+    assert reordering["commit_ok"] and reordering["rounds_with_off_chain_paths"] > 0, reordering
 
 
 def test_a_wider_tree_accepts_more(round_results):

@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
 BUDGETS = (0, 1, 7, 8, 32)
 PAGED = ("paged:4:8", "paged:4:32", "paged:16:8")  # page:budget
+REORDER = ("reorder:1:8", "reorder:1:32", "reorder:4:8")  # DDTREE_KV_COMMIT=reorder, page:budget
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +43,7 @@ def results(request, tmp_path_factory) -> dict:
     subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
                    capture_output=True, cwd=REPO)
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    cases = [*map(str, BUDGETS), *PAGED, "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
+    cases = [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -60,10 +61,21 @@ def test_paged_round_frees_whole_pages_only(results, case):
     assert r["rounds_with_off_chain_paths"] > 0, r
 
 
+@pytest.mark.parametrize("case", REORDER)
+def test_reordering_commit_moves_no_kv_and_keeps_every_slot_once(results, case):
+    """DDTREE_KV_COMMIT=reorder at page size 1: req_to_token's row points at the accepted nodes'
+    slots (the committed-KV check reads KV through it), the freed tail is the rest of the range
+    (the allocator check); at page size 4 the move runs instead."""
+    r = results[case]
+    assert r["kv_commit"] == ("reorder" if r["page_size"] == 1 else "move"), r
+    assert r["equal_to_greedy"] and r["commit_ok"], r
+    assert r["rounds_with_off_chain_paths"] > 0, r
+
+
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_round_matches_greedy_and_commits_the_path(results, budget):
     r = results[str(budget)]
-    assert r["worker"] == "DDTreeWorkerV1"
+    assert r["worker"] == "DDTreeWorkerV1" and r["kv_commit"] == "move"
     assert r["equal_to_greedy"] and r["commit_ok"], r
     assert r["finished"] == [False, True, False] or budget == 0, r  # budget 0 emits 1 token a round
     assert r["output_lens"][1] <= 17

@@ -1,6 +1,6 @@
 """The GPU matrix at --tp-size N (issue 15's 2-GPU run), --page-size N or --attention-backend (issue 14): every engine, plain
 references included, gets that setting, so DDTREE is compared with plain decoding on the same sharding
-or page layout."""
+or page layout; --kv-commit reorder the DDTREE engines' move-free commit."""
 
 from __future__ import annotations
 
@@ -45,3 +45,33 @@ def test_eager_stage_row_is_the_timed_ddtree_with_the_graphs_off() -> None:
     only = [cfgs[n] for n in ("plain_struct", *rows)]
     summary, table = gpu_matrix.summarise(only, results, ({}, None))
     assert summary["bench"]["eager_stage_ratio"] == 1.5 and "tree stage eager" in table
+
+
+def test_reorder_commit_runs_every_engine_without_overlap_and_ddtree_with_the_commit(tmp_path) -> None:
+    """--kv-commit reorder: plain and DFLASH references lose the overlap scheduler too (same schedule),
+    only DDTREE engines get DDTREE_KV_COMMIT=reorder, and a DDTREE engine whose log lacks the reorder
+    line fails its row (it would have moved KV instead)."""
+    move, reorder = gpu_matrix.configs(), gpu_matrix.configs(kv_commit="reorder")
+    assert [c["name"] for c in move] == [c["name"] for c in reorder]
+    for a, b in zip(move, reorder):
+        assert b["engine"]["disable_overlap_schedule"] is True
+        if b["algo"] == "DDTREE":
+            assert b["env"]["DDTREE_KV_COMMIT"] == "reorder" and b["log_must"] == gpu_matrix.REORDER_LOG
+            assert b["engine"]["log_level"] == "info"
+            if not b.get("cuda_graph"):  # the CUDA-graph settings are read from the installed SGLang
+                assert gpu_engine_run.engine_kwargs(b)["log_level"] == "info"
+        else:
+            assert "DDTREE_KV_COMMIT" not in b.get("env", {}) and "log_must" not in b
+    for sub in ("configs", "results", "logs"):
+        (tmp_path / sub).mkdir()
+    cfg = dict(next(c for c in reorder if c["algo"] == "DDTREE"), name="fake")
+    # An engine run that passes but logs the move: its row must fail.
+    (tmp_path / "gpu_engine_run.py").write_text(
+        "import json, sys\njson.dump({'ok': True}, open(sys.argv[2], 'w'))\nprint('DDTREE KV commit: move')\n")
+    real = gpu_matrix.HERE
+    gpu_matrix.HERE = tmp_path
+    try:
+        res = gpu_matrix.run_one(cfg, tmp_path, timeout_s=60)
+    finally:
+        gpu_matrix.HERE = real
+    assert not res["ok"] and "lacks 'DDTREE KV commit: reorder'" in res["error"]

@@ -106,6 +106,12 @@ def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verif
     assert (built["verify_width"], built["budget"], built["topk"]) == (33, 32, 32)
     assert built["init_server_args_width"] == 8
     assert built["record_width_after"] == 33
+    # The move-free KV commit reads the resolved overlap flag: blocked under the (default) overlap
+    # scheduler, allowed with --disable-overlap-schedule at page size 1 (patches/kv_commit.py).
+    assert "--disable-overlap-schedule" in built["reorder_blocker"], built["reorder_blocker"]
+    no_overlap = report["construct_no_overlap"]
+    assert "error" not in no_overlap, no_overlap.get("error")
+    assert no_overlap["reorder_blocker"] is None and no_overlap["verify_width"] == 33
     if patched.version < "0.5.17":  # no published config bags: the server-args copy is all there is
         assert built["init_published_width"] is built["graphs_published_width"] is built["published_after"] is None
     else:

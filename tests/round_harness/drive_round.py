@@ -3,14 +3,17 @@
 Run with the stub SGLang tree first on sys.path. The target's greedy next token is f(x) = x + 1
 (mod V) with 300 absorbing; the fake verify writes each node's token into its KV slot and returns
 the node token as its hidden feature, so the commit can be checked slot by slot.
-usage: python drive_round.py BUDGET:TOPK[:GRAPH] ...  -> one JSON line per case
+usage: python drive_round.py BUDGET:TOPK[:GRAPH[:KV_COMMIT]] ...  -> one JSON line per case
 GRAPH=1 runs the tree stage through `TreeStage`'s graph path, on a replaying stand-in graph. The
-draft head is the identity: the stubbed draft features are the logits.
+draft head is the identity: the stubbed draft features are the logits. KV_COMMIT=reorder sets
+DDTREE_KV_COMMIT=reorder (req_to_token rewritten instead of KV moved); every round then checks that
+each request's verify range still holds the slots it held, each once.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 
@@ -43,7 +46,8 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     w._sample_generator = torch.Generator().manual_seed(0)
     w._node_sampler_instance, w._sampling_backend = None, None  # built on first use, as in a server
     w._width_offsets = torch.arange(w.verify_width)
-    w._slot_mover = None
+    w._kv_commit, w._reorder_blocker = None, None  # as __init__ leaves it at page size 1 without overlap
+    w.slots_kept_once = True  # every verify range still holds its slots, each once (recording_commit)
     w._tree_stage_instance = None
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1
     w.model_runner = types.SimpleNamespace(req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token.view(BS, 4096)))
@@ -95,16 +99,22 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     w._make_next_draft_input_decode = lambda bonus_tokens, new_seq_lens: (bonus_tokens, new_seq_lens)
     commit_target_kv = w._commit_target_kv
 
-    def recording_commit(accepted_idx, accept_len, cache_loc_2d):
+    def recording_commit(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d):
         w.last_accepted = accepted_idx.clone()
-        return commit_target_kv(accepted_idx, accept_len, cache_loc_2d)
+        cols = prefix_lens[:, None] + torch.arange(w.verify_width)
+        before = req_to_token.view(BS, 4096)[batch.req_pool_indices[:, None], cols].sort(dim=1).values
+        path_slots = commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d)
+        after = req_to_token.view(BS, 4096)[batch.req_pool_indices[:, None], cols].sort(dim=1).values
+        w.slots_kept_once &= bool(torch.equal(before, after))
+        return path_slots
 
     w._commit_target_kv = recording_commit
     return w
 
 
-def main(budget: int, topk: int, graph: int = 0) -> None:
+def main(budget: int, topk: int, graph: int = 0, kv_commit: str = "move") -> None:
     torch.get_device_module = lambda device: types.SimpleNamespace(current_stream=lambda: None)
+    os.environ["DDTREE_KV_COMMIT"] = kv_commit
     w = make_worker(budget, topk, bool(graph))
     ReplayingGraph.captures = ReplayingGraph.replays = 0
     prefix = torch.tensor([10, 20, 30])
@@ -129,7 +139,8 @@ def main(budget: int, topk: int, graph: int = 0) -> None:
             outputs[i] += ids[i, :n].tolist()
         bonus, prefix = res.next_draft_input
     greedy = [greedy_chain(out[0], len(out)) for out in outputs]
-    print(json.dumps({"budget": budget, "topk": topk, "graph": graph, "graph_captures": ReplayingGraph.captures,
+    print(json.dumps({"budget": budget, "topk": topk, "graph": graph, "kv_commit": w._kv_commit.mode,
+                      "slots_kept_once": w.slots_kept_once, "graph_captures": ReplayingGraph.captures,
                       "graph_replays": ReplayingGraph.replays,
                       "equal_to_greedy": outputs == greedy, "commit_ok": bool(commit_ok),
                       "rounds_with_off_chain_paths": moved,
@@ -138,4 +149,5 @@ def main(budget: int, topk: int, graph: int = 0) -> None:
 
 if __name__ == "__main__":
     for case in sys.argv[1:]:
-        main(*map(int, case.split(":")))
+        budget, topk, *rest = case.split(":")
+        main(int(budget), int(topk), *([int(rest[0])] + rest[1:] if rest else []))

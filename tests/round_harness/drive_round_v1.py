@@ -12,6 +12,8 @@ chain, second-ranked behind 300 at depths 2 and 5, so accepted paths leave the f
 the draft model's KV projection (identity) and the KV buffers (one token id per slot).
 Paged cases run at --page-size 4 or 16 with SGLang's PagedTokenToKVPoolAllocator, which frees whole
 pages: after each round it must hold exactly the pages of each request's committed tokens.
+Reorder cases set DDTREE_KV_COMMIT=reorder (the commit rewrites req_to_token instead of moving KV;
+at a page size above 1 it must fall back to the move).
 Penalised cases give every request a frequency penalty of 2 (SGLang's largest), which drives the
 absorbing token 300 out once it is emitted five times: the output must equal sequential decoding of the target
 with the penalty counted over the request's own output (`reference_decode`); greedy, or sampled with
@@ -19,14 +21,15 @@ a per-request seed (set on the batch's SamplingBatchInfo as SGLang's determinist
 whose draws are keyed by position and so equal sequential sampling's.
 A batch whose sampling DDTree cannot reproduce (a custom logit processor, flagged on the batch's
 SamplingBatchInfo as SGLang sets it) must be refused with the reason before the round touches it.
-usage: python drive_round_v1.py BUDGET|sampled:BUDGET|paged:PAGE:BUDGET|penalized:BUDGET|penalized-sampled:BUDGET|refusal|
-  custom-processor ...
+usage: python drive_round_v1.py BUDGET|sampled:BUDGET|paged:PAGE:BUDGET|reorder:PAGE:BUDGET|penalized:BUDGET|
+  penalized-sampled:BUDGET|refusal|custom-processor ...
   -> one JSON line per case
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import types
 from pathlib import Path
@@ -202,7 +205,10 @@ def pages(n: int, page_size: int) -> int:
 
 
 def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: bool = False, case: str = "",
-         custom_processor: bool = False, page_size: int = 1) -> None:
+         custom_processor: bool = False, page_size: int = 1, kv_commit: str = "") -> None:
+    os.environ.pop("DDTREE_KV_COMMIT", None)
+    if kv_commit:  # read when the first round builds the commit
+        os.environ["DDTREE_KV_COMMIT"] = kv_commit
     args = server_args(budget, page_size)
     req_to_token_pool = ReqToTokenPool(size=8, max_context_len=POOL, device="cpu", enable_memory_saver=False)
     kv, draft_kv = SlotTokens(8 * POOL), SlotTokens(8 * POOL)
@@ -331,6 +337,7 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
         "widths": [args.speculative_num_draft_tokens, args.speculative_dflash_block_size,
                    args.speculative_ddtree_budget, args.speculative_ddtree_topk],
         "worker": type(worker).__name__, "block_size": worker.block_size, "page_size": args.page_size,
+        "kv_commit": worker._kv_commit.mode,
     }), flush=True)
 
 
@@ -373,6 +380,9 @@ if __name__ == "__main__":
         elif case.startswith("paged:"):  # paged:PAGE:BUDGET -> --page-size PAGE, greedy
             _, page, budget = case.split(":")
             main(int(budget), case=case, page_size=int(page))
+        elif case.startswith("reorder:"):  # reorder:PAGE:BUDGET -> DDTREE_KV_COMMIT=reorder, greedy
+            _, page, budget = case.split(":")
+            main(int(budget), case=case, page_size=int(page), kv_commit="reorder")
         elif case.startswith("sampled:"):  # sampled:BUDGET -> temperature 1
             main(int(case.split(":")[1]), temperature=1.0, case=case)
         elif case.startswith("penalized:"):  # greedy with a frequency penalty

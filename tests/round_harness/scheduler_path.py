@@ -231,7 +231,7 @@ def drive(overlap: bool) -> dict:
     }
 
 
-def construct() -> dict:
+def construct(extra_args: tuple[str, ...] = ()) -> dict:
     """DDTreeWorkerV2.__init__ and init_cuda_graphs on the release's resolved (and, 0.5.17+,
     published) config for budget 32 over an 8-token drafter, so the verify width (33) exceeds the
     block: what DFlash's constructor and graph capture would read (they load and run the draft
@@ -243,7 +243,7 @@ def construct() -> dict:
     server_args = prepare_server_args([
         "--model-path", str(models / "tiny-qwen3"), "--speculative-draft-model-path", str(models / "tiny-dflash-draft"),
         "--device", "cuda", "--attention-backend", "triton", "--speculative-algorithm", "DDTREE",
-        "--speculative-ddtree-budget", "32",
+        "--speculative-ddtree-budget", "32", *extra_args,
     ])  # fmt: skip
     if hasattr(server_args, "resolve_once"):
         server_args.resolve_once()
@@ -261,6 +261,9 @@ def construct() -> dict:
         seen["init_server_args_width"] = server_args.speculative_num_draft_tokens
         seen["init_published_width"] = worker_v2._published_draft_tokens()
         self._target_worker, self.device, self.block_size = kwargs["target_worker"], "cpu", 8
+        # DFlash's constructor reads the resolved page size (0.5.20+: from the published schedule); an
+        # unset one resolves to 1 on CUDA in a server (0.5.23: the `_page_size_default` pass).
+        self.page_size = worker_v2.resolved_view(server_args).page_size or 1
 
     def dflash_graphs(self):
         seen["graphs_published_width"] = worker_v2._published_draft_tokens()
@@ -277,7 +280,8 @@ def construct() -> dict:
         base.__init__, base.init_cuda_graphs = saved
     return {**seen, "verify_width": worker.verify_width, "budget": worker.budget, "topk": worker.topk,
             "published_after": worker_v2._published_draft_tokens(),
-            "record_width_after": worker_v2.resolved_view(server_args).speculative_num_draft_tokens}
+            "record_width_after": worker_v2.resolved_view(server_args).speculative_num_draft_tokens,
+            "reorder_blocker": worker._reorder_blocker}
 
 
 def main() -> None:
@@ -293,6 +297,10 @@ def main() -> None:
         report["construct"] = construct()
     except Exception:  # noqa: BLE001 - reported, the test fails on it
         report["construct"] = {"error": traceback.format_exc()[-3000:]}
+    try:
+        report["construct_no_overlap"] = construct(("--disable-overlap-schedule",))
+    except Exception:  # noqa: BLE001 - reported, the test fails on it
+        report["construct_no_overlap"] = {"error": traceback.format_exc()[-3000:]}
     for overlap in (False, True):
         try:
             report["modes"]["overlap" if overlap else "plain"] = drive(overlap)

@@ -110,6 +110,15 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
         "token at a time, which the unified pool cannot express.",
     ),
     Capability(
+        "hisparse", "absent",
+        "--enable-hisparse",
+        "HiSparse's speculative integration handles chain drafts only (SGLang refuses it for EAGLE "
+        "trees, --speculative-eagle-topk > 1): its swap state binds each verify slot to a position of "
+        "one chain, which a tree verify does not keep",
+        "DDTREE does not support --enable-hisparse: HiSparse's speculative decoding handles chain "
+        "drafts only, and DDTree verifies a tree.",
+    ),
+    Capability(
         "paged-kv", "implemented",
         "--page-size > 1",
         "the tree commit copies accepted KV into slots the round already holds (any page layout); "

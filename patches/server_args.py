@@ -249,6 +249,7 @@ def check_absent_features(server_args: Any) -> None:
         "lora": bool(getattr(server_args, "enable_lora", False) or getattr(server_args, "lora_paths", None)),
         "pd-disaggregation": str(getattr(server_args, "disaggregation_mode", None) or "null") != "null",
         "mixed-chunk": bool(getattr(server_args, "enable_mixed_chunk", False)),
+        "hisparse": bool(getattr(server_args, "enable_hisparse", False)),
     }
     for name, on in asked.items():
         if on and not capability(name).admitted:

@@ -109,7 +109,8 @@ def engine_main(cfg_path: str, out_path: str) -> None:
               attention_backend=cfg.get("attention", "triton"), sampling_backend=cfg.get("sampling", "pytorch"),
               grammar_backend="none",
               disable_flashinfer_autotune=True, mem_fraction_static=cfg["mem_fraction"], context_length=256,
-              random_seed=cfg["seed"], log_level="warning", max_running_requests=1024, disable_cuda_graph=True,
+              random_seed=cfg["seed"], log_level="warning", max_running_requests=cfg.get("max_running", 1024),
+              disable_cuda_graph=True,
               port=cfg["port"], nccl_port=cfg["port"] + 5)
     if cfg["algo"] != "NONE":
         kw.update(speculative_algorithm=cfg["algo"], speculative_draft_model_path=cfg["draft"],
@@ -288,6 +289,10 @@ def main() -> None:
                          "what kernel numerics alone do to a setting); the biased DDTREE run stays")
     ap.add_argument("--parallel", action="store_true",
                     help="run the three engines side by side on the one GPU (a quarter of its memory each)")
+    ap.add_argument("--max-running", type=int, default=1024, metavar="N",
+                    help="--max-running-requests of every engine (default 1024). SGLang sizes a verify's logits "
+                         "buffer by it: at V=151936 and budget 16, 1024 asks 9.85 GiB, more than a quarter of "
+                         "the GPU leaves; 256 lets --parallel run there")
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     if args.make_models:
@@ -298,7 +303,7 @@ def main() -> None:
         args.target, args.draft = str(args.offchain / "target_offchain"), str(args.offchain / "draft_offchain")
     base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
                 positions=args.positions, settings=settings, mem_fraction=0.25 if args.parallel else 0.5,
-                sampling=args.sampling_backend)
+                sampling=args.sampling_backend, max_running=args.max_running)
     t0 = time.time()
     if args.rejudge:
         plain, ddtree, biased = (json.loads((args.out_dir / f"{n}.json").read_text())

@@ -74,6 +74,7 @@ def test_a_plain_request_is_served():
     (dict(lora_paths=["a"]), "lora"),
     (dict(disaggregation_mode="decode"), "pd-disaggregation"),
     (dict(enable_mixed_chunk=True), "mixed-chunk"),
+    (dict(enable_hisparse=True), "hisparse"),
 ])
 def test_absent_server_features_are_refused_at_start(flags, capability):
     with pytest.raises(DDTreeArgumentError) as raised:

@@ -253,6 +253,7 @@ def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) 
 ABSENT_FLAGS = {
     "ddtree_disaggregation": (DDTREE + ["--disaggregation-mode", "decode"], "pd-disaggregation"),
     "ddtree_lora": (DDTREE + ["--enable-lora", "--max-lora-rank", "8", "--lora-target-modules", "q_proj"], "lora"),
+    "ddtree_hisparse": (DDTREE + ["--enable-hisparse"], "hisparse"),
 }
 ABSENT_FLAGS_0_5_22 = {
     "ddtree_unified_memory": (DDTREE + ["--enable-unified-memory"], "unified-memory"),

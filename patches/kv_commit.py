@@ -51,11 +51,14 @@ def commit_mode(blocker: str | None) -> str:
 
 
 class KVCommit:
-    """One target pool's commit, the mode decided once (the pool is built by the first round)."""
+    """One target pool's commit in `mode` (`commit_mode`, decided when the worker is built; the pool
+    exists by the first round)."""
 
-    def __init__(self, pool: object, blocker: str | None):
-        self.mode = commit_mode(blocker)
-        self.mover = SlotMover(pool) if self.mode == "move" else None
+    def __init__(self, pool: object, mode: str):
+        if mode not in MODES:
+            raise ValueError(f"KV commit mode {mode!r}: expected one of {', '.join(MODES)}")
+        self.mode = mode
+        self.mover = SlotMover(pool) if mode == "move" else None
         logger.info("DDTREE KV commit: %s", self.mode)
 
     def __call__(self, table: torch.Tensor, req_pool_indices: torch.Tensor, prefix_lens: torch.Tensor,

@@ -37,7 +37,7 @@ import torch
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, build_tree
-from sglang.srt.speculative.ddtree.kv_commit import KVCommit, reorder_blocker
+from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args, free_past_kept_pages, path_features,
@@ -179,6 +179,9 @@ class DDTreeWorkerV1(DFlashWorker):
         self._node_sampler = NodeSampler(req_to_token_pool.req_to_token.shape[0], self.device)
         self._sampling_backend = getattr(server_args, "sampling_backend", None)
         self._kv_commit: Optional[KVCommit] = None  # built on first use, from the batch's pool
+        # v1 DFlash never runs under the overlap scheduler (SGLang refuses it); a bad
+        # DDTREE_KV_COMMIT fails the start.
+        self._kv_commit_mode = commit_mode(reorder_blocker(self.page_size, overlap=False))
         if self.tp_rank == 0:
             logger.info(
                 "DDTREE worker (v1): budget=%d topk=%d draft block=%d verify width=%d",
@@ -223,9 +226,7 @@ class DDTreeWorkerV1(DFlashWorker):
             int(batch.seq_lens_cpu.sum()),
         )
         if self._kv_commit is None:
-            # v1 DFlash never runs under the overlap scheduler (SGLang refuses it).
-            blocker = reorder_blocker(self.page_size, overlap=False)
-            self._kv_commit = KVCommit(batch.token_to_kv_pool_allocator.get_kvcache(), blocker)
+            self._kv_commit = KVCommit(batch.token_to_kv_pool_allocator.get_kvcache(), self._kv_commit_mode)
         verify_input.tree, verify_input.tree_size, verify_input.max_depth = tree, self.tree_size, self.max_commit - 1
         verify_input.generator, verify_input.sampler = self._sample_generator, self._node_sampler
         verify_input.sampling_backend, verify_input.kv_commit = self._sampling_backend, self._kv_commit

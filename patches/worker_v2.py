@@ -61,7 +61,7 @@ from sglang.srt.speculative.ddtree.contract import release_takes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
 from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
 from sglang.srt.speculative.ddtree.kernels import accept_walk
-from sglang.srt.speculative.ddtree.kv_commit import KVCommit, reorder_blocker
+from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
@@ -167,6 +167,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._reorder_blocker = reorder_blocker(
             self.page_size, overlap=not getattr(resolved, "disable_overlap_schedule", False)
         )
+        self._kv_commit_mode = commit_mode(self._reorder_blocker)  # a bad DDTREE_KV_COMMIT fails the start
         self._tree_stage_instance: TreeStage | None = None
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
@@ -395,7 +396,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         `req_to_token`: patches/kv_commit.py); returns the path positions' slots [bs, L]."""
         if self._kv_commit is None:
             pool = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
-            self._kv_commit = KVCommit(pool, self._reorder_blocker)
+            self._kv_commit = KVCommit(pool, self._kv_commit_mode)
         slots = self._kv_commit(self.model_runner.req_to_token_pool.req_to_token, batch.req_pool_indices,
                                 prefix_lens, accepted_idx, accept_len, cache_loc_2d, self.tree_size)
         return slots[:, : accepted_idx.shape[1]].contiguous()

@@ -47,6 +47,8 @@ def test_an_unknown_mode_is_refused_by_name(kc, monkeypatch):
     monkeypatch.setenv(kc.ENV, "swap")
     with pytest.raises(ValueError, match="DDTREE_KV_COMMIT='swap': expected one of move, reorder"):
         kc.commit_mode(None)
+    with pytest.raises(ValueError, match="KV commit mode 'swap'"):
+        kc.KVCommit(Pool(4), "swap")
 
 
 class Pool:
@@ -73,7 +75,7 @@ def test_both_commits_put_the_path_behind_its_positions(kc, monkeypatch, mode):
     req, prefix = torch.tensor([2, 0]), torch.tensor([3, 1])
     cache_loc = torch.tensor([[10, 11, 12, 13, 14, 15], [20, 21, 22, 23, 24, 25]])
     accepted, accept_len = torch.tensor([[0, 2, 4], [0, 1, -1]]), torch.tensor([2, 1])
-    commit = kc.KVCommit(pool, blocker=None)
+    commit = kc.KVCommit(pool, kc.commit_mode(None))
     assert commit.mode == mode
     slots = commit(table, req, prefix, accepted, accept_len, cache_loc, 5)
     assert slots.dtype == torch.int64 and slots.shape == (2, 6)

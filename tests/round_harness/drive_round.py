@@ -20,6 +20,7 @@ import types
 import torch
 
 from sglang.srt.speculative.ddtree import worker_v2
+from sglang.srt.speculative.ddtree.kv_commit import commit_mode
 from sglang.srt.speculative.ddtree.tree_stage import TreeStage
 from replaying_graph import ReplayingGraph  # beside this script
 
@@ -46,7 +47,8 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     w._sample_generator = torch.Generator().manual_seed(0)
     w._node_sampler_instance, w._sampling_backend = None, None  # built on first use, as in a server
     w._width_offsets = torch.arange(w.verify_width)
-    w._kv_commit, w._reorder_blocker = None, None  # as __init__ leaves it at page size 1 without overlap
+    # As __init__ leaves them at page size 1 without overlap (the mode from DDTREE_KV_COMMIT).
+    w._kv_commit, w._reorder_blocker, w._kv_commit_mode = None, None, commit_mode(None)
     w.slots_kept_once = True  # every verify range still holds its slots, each once (recording_commit)
     w._tree_stage_instance = None
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1

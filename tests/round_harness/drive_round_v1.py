@@ -39,6 +39,8 @@ import stand_ins  # noqa: E402
 
 stand_ins.install()
 
+from successor_model import MASK, V, draft_block_logits, successor, target_logits  # noqa: E402
+
 import torch  # noqa: E402
 
 from sglang.srt.layers.logits_processor import LogitsProcessorOutput  # noqa: E402
@@ -61,14 +63,10 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET, DRAFT = REPO / "fixtures/models/tiny-qwen3", REPO / "fixtures/models/tiny-dflash-draft"
-V, G, MASK, ROUNDS, POOL = 512, 300, 3, 12, 4096
+ROUNDS, POOL = 12, 4096
 PROMPT_LENS, LAST_PROMPT_TOKENS = (10, 20, 30), (5, 290, 299)
 MAX_NEW = (1000, 17, 1000)  # the second request finishes inside a round
 SEEDS = (11, 12, 13)  # per-request sampling seeds of the seeded case
-
-
-def successor(x: torch.Tensor) -> torch.Tensor:
-    return torch.where(x == G, G, (x + 1) % V)
 
 
 class SlotTokens:
@@ -131,24 +129,8 @@ class DraftRunner:
     def forward(self, forward_batch):
         bs = forward_batch.batch_size
         ids = forward_batch.input_ids.view(bs, -1)
-        block = ids.shape[1]
         assert bool((ids[:, 1:] == MASK).all()), "the draft block is [bonus, MASK...]"
-        logits = torch.full((bs, block, V), -10.0)
-        right, rows = ids[:, 0].clone(), torch.arange(bs)
-        for d in range(block - 1):
-            right = successor(right)
-            off = d % 3 == 2
-            logits[rows, d + 1, (right + 5) % V] = 1.0
-            logits[rows, d + 1, G] = 3.0 if off else 2.0
-            logits[rows, d + 1, right] = 2.5 if off else 3.0
-        return types.SimpleNamespace(logits_output=types.SimpleNamespace(hidden_states=logits.view(bs * block, V)))
-
-
-def target_logits(last: torch.Tensor) -> torch.Tensor:
-    """The stand-in target's next-token logits after tokens `last` [N] -> [N, V]."""
-    logits = torch.full((last.numel(), V), -5.0)
-    logits[torch.arange(last.numel()), successor(last)] = 5.0
-    return logits
+        return types.SimpleNamespace(logits_output=types.SimpleNamespace(hidden_states=draft_block_logits(ids)))
 
 
 def reference_decode(req, length: int, frequency: float, seed: int | None) -> list[int]:
@@ -207,7 +189,7 @@ def pages(n: int, page_size: int) -> int:
 def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: bool = False, case: str = "",
          custom_processor: bool = False, page_size: int = 1, kv_commit: str = "") -> None:
     os.environ.pop("DDTREE_KV_COMMIT", None)
-    if kv_commit:  # read when the first round builds the commit
+    if kv_commit:  # read when the worker is built
         os.environ["DDTREE_KV_COMMIT"] = kv_commit
     args = server_args(budget, page_size)
     req_to_token_pool = ReqToTokenPool(size=8, max_context_len=POOL, device="cpu", enable_memory_saver=False)

@@ -26,6 +26,7 @@ RECORDED_TESTS = (
     "tests/test_kernels_accept_walk.py::test_triton_walk_equals_torch",
     "tests/test_kernels_accept_walk.py::test_commit_slots",
     "tests/test_kernels_kv_move.py::test_move_equals_torch",
+    "tests/test_kernels_slot_reorder.py::test_triton_equals_torch",
     "tests/test_kernels_path_penalties.py::test_walk_equals_torch",
     "tests/test_kernels_path_penalties.py::test_sparse_step_equals_torch_bitwise",
     "tests/test_kernels_path_penalties.py::test_kept_lists_equal_lists_made_from_scratch",

@@ -774,18 +774,19 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 build_tree_mask_triton(t.parent, prefix_lens, prefix_sum)
                 accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
 
-            def extra_fn() -> None:  # the runtime's DDTree-only steps, in its order
+            def tree_steps() -> tuple[torch.Tensor, torch.Tensor]:  # the runtime's DDTree-only steps up to the commit
                 t = select_tree_triton(*draft_topk_triton(draft, k), budget)
                 build_tree_mask_triton(t.parent, prefix_lens, prefix_sum, prefix_ones=False)
                 a, ln, _ = accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
+                return a, ln
+
+            def extra_fn() -> None:  # then the commit and the KV move, in the runtime's order
+                a, ln = tree_steps()
                 commit_slots_triton(a, ln, cache_loc)
                 move_slots_triton(ptrs, strides, stride, dst, src, word=word)
 
-            def extra_reorder_fn() -> None:  # the same, committed by reordering req_to_token (page size 1)
-                t = select_tree_triton(*draft_topk_triton(draft, k), budget)
-                build_tree_mask_triton(t.parent, prefix_lens, prefix_sum, prefix_ones=False)
-                a, ln, _ = accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
-                reorder_path_slots_triton(table, req_rows, prefix_lens, a, ln, n)
+            def extra_reorder_fn() -> None:  # then the commit by reordering req_to_token (page size 1)
+                reorder_path_slots_triton(table, req_rows, prefix_lens, *tree_steps(), n)
 
             t = timer.measure({
                 "topk": lambda: draft_topk_triton(draft, k),

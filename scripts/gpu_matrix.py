@@ -137,8 +137,8 @@ def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
         res = json.loads(res_path.read_text())
     else:
         res = {"name": cfg["name"], "ok": False, "error": f"no result (timeout or crash) after {time.time() - t0:.0f}s"}
-    log_text = (out_dir / "logs" / f"{cfg['name']}.log").read_text(errors="replace")
-    if res.get("ok") and cfg.get("log_must") and cfg["log_must"] not in log_text:
+    if res.get("ok") and cfg.get("log_must") and \
+            cfg["log_must"] not in (out_dir / "logs" / f"{cfg['name']}.log").read_text(errors="replace"):
         res = dict(res, ok=False, error=f"the engine's log lacks {cfg['log_must']!r}")
     print(f"[{time.strftime('%T')}] {cfg['name']}: ok={res.get('ok')} t={time.time() - t0:.0f}s "
           f"{res.get('error', '')[:300]}", flush=True)

@@ -61,3 +61,16 @@ def install_release(version: str, target: Path) -> Path:
 def release_metadata(target: Path, version: str) -> str:
     """The METADATA text of the release `install_release` put into `target` (its pins)."""
     return (target / f"sglang-{version}.dist-info" / "METADATA").read_text(encoding="utf-8")
+
+
+def patched_release(version: str, folder: Path) -> tuple[Path, Path]:
+    """One release installed under `folder`, patched by `ddtree-patch apply`, and the python of its CPU
+    venv (tests/cpu_serverargs) that runs SGLang's own code: (site, python)."""
+    from tests.cpu_serverargs.venv_builder import ensure_venv
+
+    site = install_release(version, folder / "site")
+    python = ensure_venv(version, release_metadata(site, version))
+    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1], timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return site, python

@@ -18,13 +18,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cpu_serverargs.venv_builder import ensure_venv
-from tests.sglang_releases import install_release, release_metadata
+from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
 V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
@@ -38,10 +36,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module", params=V1_RELEASES)
 def results(request, tmp_path_factory) -> dict:
     version = request.param
-    site = install_release(version, tmp_path_factory.mktemp(f"v1round-{version}") / "site")
-    python = ensure_venv(version, release_metadata(site, version))
-    subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
-                   capture_output=True, cwd=REPO)
+    site, python = patched_release(version, tmp_path_factory.mktemp(f"v1round-{version}"))
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
     cases = [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],

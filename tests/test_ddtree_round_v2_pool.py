@@ -32,13 +32,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.cpu_serverargs.venv_builder import ensure_venv, runtime_releases
-from tests.sglang_releases import install_release, release_metadata
+from tests.cpu_serverargs.venv_builder import runtime_releases
+from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests/round_harness/drive_round_v2_pool.py"
@@ -52,10 +51,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module", params=V2_RELEASES)
 def results(request, tmp_path_factory) -> dict:
     version = request.param
-    site = install_release(version, tmp_path_factory.mktemp(f"v2pool-{version}") / "site")
-    python = ensure_venv(version, release_metadata(site, version))
-    subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)], check=True,
-                   capture_output=True, cwd=REPO)
+    site, python = patched_release(version, tmp_path_factory.mktemp(f"v2pool-{version}"))
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1", PYTHONNOUSERSITE="1")
     env.pop("DDTREE_KV_COMMIT", None)  # each case sets its own
     proc = subprocess.run([str(python), "-W", "ignore", str(HARNESS), *CASES], capture_output=True, text=True,

@@ -12,14 +12,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from patches.capabilities import CAPABILITIES
-from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv
-from tests.sglang_releases import install_release, release_metadata
+from tests.cpu_serverargs.venv_builder import RELEASES
+from tests.sglang_releases import patched_release
 
 pytestmark = pytest.mark.slow
 
@@ -60,11 +59,7 @@ def _probe(python: Path, site: Path, algorithm: str, cases: dict) -> dict:
 @pytest.fixture(scope="module", params=RELEASES)
 def patched(request, tmp_path_factory):
     version = request.param
-    site = install_release(version, tmp_path_factory.mktemp(f"requests-{version}") / "site")
-    python = ensure_venv(version, release_metadata(site, version))
-    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    site, python = patched_release(version, tmp_path_factory.mktemp(f"requests-{version}"))
     return version, python, site
 
 

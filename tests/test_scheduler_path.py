@@ -18,15 +18,14 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import pytest
 from packaging.version import Version
 
-from tests.cpu_serverargs.venv_builder import ensure_venv, runtime_releases
-from tests.sglang_releases import install_release, release_metadata
+from tests.cpu_serverargs.venv_builder import runtime_releases
+from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests" / "round_harness" / "scheduler_path.py"
@@ -44,11 +43,7 @@ class Patched(NamedTuple):
 @pytest.fixture(scope="module", params=RELEASES)
 def patched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Patched:
     version = request.param
-    site = install_release(version, tmp_path_factory.mktemp(f"sglang-{version}") / "site")
-    python = ensure_venv(version, release_metadata(site, version))
-    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
-                          capture_output=True, text=True, cwd=REPO, timeout=900)
-    assert done.returncode == 0, done.stdout + done.stderr
+    site, python = patched_release(version, tmp_path_factory.mktemp(f"sglang-{version}"))
     return Patched(version, site, python)
 
 

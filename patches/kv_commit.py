@@ -8,7 +8,8 @@ Two ways, one result for every reader of the request-to-token table:
   no KV moves. Where it cannot be right, the move runs instead (`reorder_blocker`): a paged pool
   ties slots to positions; under the overlap scheduler SGLang frees a finished request's range and
   hands its table row to the next request while the following round, which still carries that
-  request, may be rewriting the row (SGLang fences those writes only against the forward's reads).
+  request, may be rewriting the row, so the worker fences the scheduler behind its rewrite
+  (`table_fence`), and a release that offers no place for that fence keeps the move.
   (HiSparse, which binds verify slots to positions of its own, is refused at start.)
 Reorder stays opt-in until the GPU matrix (greedy == plain, off-chain acceptance) has run with it.
 """
@@ -29,13 +30,14 @@ MODES = ("move", "reorder")
 logger = logging.getLogger(__name__)
 
 
-def reorder_blocker(page_size: int | None, overlap: bool) -> str | None:
+def reorder_blocker(page_size: int | None, overlap: bool, unfenced: str | None) -> str | None:
     """Why this server cannot commit by reordering req_to_token (module docstring), or None; an
-    unknown page size blocks it too."""
+    unknown page size blocks it too. `unfenced`: why the overlap scheduler cannot be fenced on this
+    release (`table_fence.unfenced`), read only under overlap."""
     if page_size != 1:
         return f"needs --page-size 1 (got {page_size})"
-    if overlap:
-        return "is not fenced against the overlap scheduler (needs --disable-overlap-schedule)"
+    if overlap and unfenced:
+        return f"is not fenced against the overlap scheduler: {unfenced} (needs --disable-overlap-schedule)"
     return None
 
 

@@ -181,7 +181,7 @@ class DDTreeWorkerV1(DFlashWorker):
         self._kv_commit: Optional[KVCommit] = None  # built on first use, from the batch's pool
         # v1 DFlash never runs under the overlap scheduler (SGLang refuses it); a bad
         # DDTREE_KV_COMMIT fails the start.
-        self._kv_commit_mode = commit_mode(reorder_blocker(self.page_size, overlap=False))
+        self._kv_commit_mode = commit_mode(reorder_blocker(self.page_size, overlap=False, unfenced=None))
         if self.tp_rank == 0:
             logger.info(
                 "DDTREE worker (v1): budget=%d topk=%d draft block=%d verify width=%d",

@@ -63,6 +63,7 @@ from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_
 from sglang.srt.speculative.ddtree.kernels import accept_walk
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
+from sglang.srt.speculative.ddtree.table_fence import TableFence, barrier_slot, release_hook_called, unfenced
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
     path_features,
@@ -164,10 +165,17 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
         self._kv_commit: KVCommit | None = None  # built on first use: the pool exists by then
+        overlap = not getattr(resolved, "disable_overlap_schedule", False)
+        fence_slot = barrier_slot(type(self))
+        # 0.5.14 (the release whose DFlash state carries `verified_id`) skips the WAR barrier for DFlash.
         self._reorder_blocker = reorder_blocker(
-            self.page_size, overlap=not getattr(resolved, "disable_overlap_schedule", False)
+            self.page_size, overlap, unfenced(fence_slot, CARRIES_VERIFIED_ID, release_hook_called()) if overlap else None
         )
         self._kv_commit_mode = commit_mode(self._reorder_blocker)  # a bad DDTREE_KV_COMMIT fails the start
+        # Under overlap a rewritten table is fenced (patches/table_fence.py); the move needs no fence.
+        self._table_fence = (
+            TableFence(fence_slot, self.device) if overlap and self._kv_commit_mode == "reorder" else None
+        )
         self._tree_stage_instance: TreeStage | None = None
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
@@ -268,6 +276,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         path_slots = self._commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d)
         self._commit_draft_kv(logits_output.hidden_states, accepted_idx, commit_lens, path_slots, prefix_lens)
         logits_output.hidden_states = None
+        if self._table_fence is not None:
+            self._table_fence.after_write(self)
 
         return GenerationBatchResult(
             logits_output=logits_output,
@@ -278,6 +288,13 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             speculative_num_draft_tokens=int(out_tokens.shape[1]),
             new_seq_lens=new_seq_lens,
         )
+
+    def prepare_for_kv_cache_release(self, req) -> None:
+        """SGLang's result processor calls this before it releases a finished request's KV: under
+        overlap, with the reorder commit, the release waits for the in-flight round's rewrite of the
+        request's table row (patches/table_fence.py)."""
+        if self._table_fence is not None:
+            self._table_fence.before_release()
 
     @staticmethod
     def _seed_tokens(draft_input: DFlashDraftInputV2) -> torch.Tensor:

@@ -2,7 +2,7 @@
 
 usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
                             [--tp-size N] [--page-size N] [--attention-backend triton|flashinfer]
-                            [--kv-commit move|reorder]
+                            [--kv-commit move|reorder|reorder-overlap]
 
 Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
 `offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
@@ -56,8 +56,9 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
     of them (plain references included) run with that setting, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
     and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md).
-    `kv_commit="reorder"`: every engine without the overlap scheduler (the reordering commit's
-    condition), DDTREE engines with DDTREE_KV_COMMIT=reorder and required to log that they ran it."""
+    `kv_commit="reorder"`: every engine without the overlap scheduler (where the reordering commit
+    needs no fence), DDTREE engines with DDTREE_KV_COMMIT=reorder and required to log that they ran it;
+    `"reorder-overlap"`: the same under the overlap scheduler (the fenced commit, 0.5.15+)."""
     out = (base_configs(eager_stage) if "base" in suites else []) + \
         (offchain_configs() if "offchain" in suites else [])
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
@@ -67,9 +68,9 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
         extra["disable_overlap_schedule"] = True
     if extra:
         out = [dict(c, engine={**c.get("engine", {}), **extra}) for c in out]
-    if kv_commit == "reorder":
+    if kv_commit in ("reorder", "reorder-overlap"):
         out = [dict(c, env={**c.get("env", {}), "DDTREE_KV_COMMIT": "reorder"}, log_must=REORDER_LOG,
-                    engine={**c["engine"], "log_level": "info"}) if c["algo"] == "DDTREE" else c for c in out]
+                    engine={**c.get("engine", {}), "log_level": "info"}) if c["algo"] == "DDTREE" else c for c in out]
     return [with_own_ports(c, i) for i, c in enumerate(out)]
 
 
@@ -301,9 +302,10 @@ def main() -> int:
     ap.add_argument("--page-size", type=int, default=1, help="--page-size of every engine (KV tokens per page)")
     ap.add_argument("--attention-backend", default="triton", choices=["triton", "flashinfer"],
                     help="--attention-backend of every engine, plain references included")
-    ap.add_argument("--kv-commit", choices=["move", "reorder"], default="move",
+    ap.add_argument("--kv-commit", choices=["move", "reorder", "reorder-overlap"], default="move",
                     help="reorder: DDTREE commits by reordering req_to_token (DDTREE_KV_COMMIT=reorder), every "
-                         "engine without the overlap scheduler")
+                         "engine without the overlap scheduler; reorder-overlap: the same under the overlap "
+                         "scheduler (fenced, 0.5.15+)")
     ap.add_argument("--eager-stage", action="store_true",
                     help=f"also time {EAGER_STAGE}: the timed DDTREE with its tree stage launched kernel by kernel")
     a = ap.parse_args()

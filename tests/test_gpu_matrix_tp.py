@@ -75,3 +75,16 @@ def test_reorder_commit_runs_every_engine_without_overlap_and_ddtree_with_the_co
     finally:
         gpu_matrix.HERE = real
     assert not res["ok"] and "lacks 'DDTREE KV commit: reorder'" in res["error"]
+
+
+def test_reorder_under_overlap_keeps_the_overlap_scheduler() -> None:
+    """--kv-commit reorder-overlap: the fenced commit under the default scheduler, so no engine loses
+    overlap, and DDTREE engines still must log the reorder."""
+    move, fenced = gpu_matrix.configs(), gpu_matrix.configs(kv_commit="reorder-overlap")
+    assert [c["name"] for c in move] == [c["name"] for c in fenced]
+    for a, b in zip(move, fenced):
+        assert "disable_overlap_schedule" not in b["engine"]
+        if b["algo"] == "DDTREE":
+            assert b["env"]["DDTREE_KV_COMMIT"] == "reorder" and b["log_must"] == gpu_matrix.REORDER_LOG
+        else:
+            assert b == a

@@ -18,13 +18,16 @@ def kc(dropin):
     return dropin("kv_commit")
 
 
-@pytest.mark.parametrize("page_size, overlap, reason", [
-    (1, False, None), (16, False, "needs --page-size 1 (got 16)"), (1, True, "needs --disable-overlap-schedule"),
-    (None, False, "needs --page-size 1 (got None)"),
+@pytest.mark.parametrize("page_size, overlap, unfenced, reason", [
+    (1, False, None, None), (16, False, None, "needs --page-size 1 (got 16)"),
+    (1, True, "no hook", "is not fenced against the overlap scheduler: no hook (needs --disable-overlap-schedule)"),
+    (1, True, None, None),  # fenced (patches/table_fence.py)
+    (1, False, "no hook", None),  # without overlap nothing needs the fence
+    (16, True, None, "needs --page-size 1 (got 16)"), (None, False, None, "needs --page-size 1 (got None)"),
 ])
-def test_where_reordering_cannot_run(kc, page_size, overlap, reason):
-    blocker = kc.reorder_blocker(page_size, overlap=overlap)
-    assert blocker is None if reason is None else reason in blocker
+def test_where_reordering_cannot_run(kc, page_size, overlap, unfenced, reason):
+    blocker = kc.reorder_blocker(page_size, overlap, unfenced)
+    assert blocker == reason
 
 
 @pytest.mark.parametrize("value, blocked, mode", [(None, False, "move"), ("", False, "move"), ("move", False, "move"),
@@ -36,7 +39,7 @@ def test_mode(kc, monkeypatch, caplog, value, blocked, mode):
         monkeypatch.delenv(kc.ENV, raising=False)
     else:
         monkeypatch.setenv(kc.ENV, value)
-    blocker = kc.reorder_blocker(16, overlap=False) if blocked else None
+    blocker = kc.reorder_blocker(16, False, None) if blocked else None
     with caplog.at_level(logging.WARNING):
         assert kc.commit_mode(blocker) == mode
     assert ("needs --page-size 1 (got 16): DDTREE moves the accepted KV instead" in caplog.text) == (

@@ -77,6 +77,24 @@ def test_run_batch_serves_ddtree_rounds(patched: Patched, report: dict) -> None:
 
 
 @pytest.mark.slow
+def test_the_reorder_commit_under_overlap_is_fenced_by_the_release_s_own_barrier(patched: Patched, report: dict) -> None:
+    """With DDTREE_KV_COMMIT=reorder under overlap (0.5.15+), rounds through run_batch stay greedy
+    with every verify range holding its slots once; after each round the release's own
+    `_apply_war_barrier` waits for the event recorded after the round's last work (not the verify's
+    earlier read-done event), and so does the worker's release hook, which the release's result
+    processor calls before it releases a finished request's KV."""
+    if patched.version == "0.5.14":
+        assert "overlap_reorder" not in report["modes"]
+        pytest.skip("0.5.14 keeps the move under overlap (asserted in the construct test)")
+    result = report["modes"]["overlap_reorder"]
+    assert "error" not in result, result.get("error")
+    assert result["equal_to_greedy"] and result["slots_kept_once"], result
+    assert result["final_seq_lens"] == result["expected_seq_lens"], result
+    assert result["fences"] == {"barrier_waits_for_round_end": True, "release_waits_for_round_end": True}, result
+    assert report["release_hook_called"], report
+
+
+@pytest.mark.slow
 def test_each_round_hands_back_the_release_s_draft_state(patched: Patched, report: dict) -> None:
     """0.5.14: the seed as `verified_id`, the watermark its prepare_for_decode reserved carried as
     `cur_allocated_seq_lens_cpu`, and `verify_done` recorded after the round's last work (the draft-KV
@@ -101,12 +119,21 @@ def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verif
     assert (built["verify_width"], built["budget"], built["topk"]) == (33, 32, 32)
     assert built["init_server_args_width"] == 8
     assert built["record_width_after"] == 33
-    # The move-free KV commit reads the resolved overlap flag: blocked under the (default) overlap
-    # scheduler, allowed with --disable-overlap-schedule at page size 1 (patches/kv_commit.py).
-    assert "--disable-overlap-schedule" in built["reorder_blocker"], built["reorder_blocker"]
+    # The move-free KV commit reads the resolved overlap flag: allowed with --disable-overlap-schedule
+    # at page size 1; under the (default) overlap scheduler only where the release lets the worker
+    # fence it (patches/table_fence.py): not 0.5.14, whose scheduler skips its WAR barrier for DFlash.
     no_overlap = report["construct_no_overlap"]
     assert "error" not in no_overlap, no_overlap.get("error")
     assert no_overlap["reorder_blocker"] is None and no_overlap["verify_width"] == 33
+    reorder = report["construct_reorder"]
+    assert "error" not in reorder, reorder.get("error")
+    if patched.version == "0.5.14":
+        assert "skips its WAR barrier for DFlash (needs --disable-overlap-schedule)" in built["reorder_blocker"], built
+        assert (reorder["kv_commit_mode"], reorder["fenced"]) == ("move", False), reorder
+    else:
+        assert built["reorder_blocker"] is None, built
+        assert (built["kv_commit_mode"], built["fenced"]) == ("move", False), built  # the default: no fence needed
+        assert (reorder["kv_commit_mode"], reorder["fenced"]) == ("reorder", True), reorder
     if patched.version < "0.5.17":  # no published config bags: the server-args copy is all there is
         assert built["init_published_width"] is built["graphs_published_width"] is built["published_after"] is None
     else:

@@ -49,6 +49,7 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     w._width_offsets = torch.arange(w.verify_width)
     # As __init__ leaves them at page size 1 without overlap (the mode from DDTREE_KV_COMMIT).
     w._kv_commit, w._reorder_blocker, w._kv_commit_mode = None, None, commit_mode(None)
+    w._table_fence = None  # no overlap: nothing to fence
     w.slots_kept_once = True  # every verify range still holds its slots, each once (recording_commit)
     w._tree_stage_instance = None
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1

@@ -81,6 +81,7 @@ from sglang.srt.speculative import dflash_worker_v2  # noqa: E402
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker  # noqa: E402
 from sglang.srt.speculative.ddtree import worker_v2  # noqa: E402
 from sglang.srt.speculative.ddtree.kernels import accept_walk  # noqa: E402
+from sglang.srt.speculative.ddtree.table_fence import TableFence, barrier_slot  # noqa: E402
 from sglang.srt.speculative.ddtree.worker import worker_class  # noqa: E402
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
@@ -443,6 +444,20 @@ def main(budget: int, kv_commit: str, case: str) -> dict:
         return out
 
     worker_v2.accept_walk = recording_walk
+    # With the reorder, the fence the worker keeps under overlap (patches/table_fence.py): the
+    # release's own result processor must call its hook for every finished request, before that
+    # request's KV goes back to the allocator.
+    hooked: list[tuple[str, int]] = []  # (rid, free slots when the hook ran)
+    if worker._kv_commit_mode == "reorder" and barrier_slot(type(worker)) is not None:
+        worker._table_fence = TableFence(barrier_slot(type(worker)), "cpu")
+        hook = worker.prepare_for_kv_cache_release
+
+        def recording_hook(req):
+            hooked.append((req.rid, allocator.available_size()))
+            hook(req)
+
+        worker.prepare_for_kv_cache_release = recording_hook
+    release_hook_before_release = True
     rounds = emitted = request_rounds = off_chain = 0
     finished_at: dict[str, int] = {}
     try:
@@ -456,7 +471,10 @@ def main(budget: int, kv_commit: str, case: str) -> dict:
             before = {r.rid: len(r.output_ids) for r in batch.reqs}
             result = scheduler.run_batch(batch)
             assert batch.forward_mode.is_decode()  # process_batch_result sends it to the decode branch
+            hooks_before = len(hooked)
             scheduler.batch_result_processor.process_batch_result_decode(batch, result)
+            if any(free == allocator.available_size() for _, free in hooked[hooks_before:]):
+                release_hook_before_release = False  # no release followed the hook in this round
             for i, r in enumerate(batch.reqs):
                 n = len(r.output_ids) - before[r.rid]
                 emitted, request_rounds = emitted + n, request_rounds + 1
@@ -483,6 +501,10 @@ def main(budget: int, kv_commit: str, case: str) -> dict:
         "checked_pool_states": checks.pool_states, "checked_request_rounds": checks.request_rounds,
         "finished": [r.finished() for r in reqs], "finish_lengths_ok": finish_lengths_ok,
         "finished_at_round": finished_at, "rounds": rounds, "rounds_with_off_chain_paths": off_chain,
+        "release_hook": {"fenced": worker._table_fence is not None, "rids": sorted(rid for rid, _ in hooked),
+                         "before_release": release_hook_before_release,
+                         "waited_for_round_end": bool(hooked) and worker._table_fence is not None
+                         and scheduler_path.CURRENT_STREAM.waited[-1:] == [worker._table_fence.event]},
         "tokens_per_round": emitted / max(1, request_rounds),
         "output_lens": [len(o) for o in outputs], "through_stop_lens": [len(t) for t in through_stop],
         "all_free_at_end": bool(torch.equal(free_slots(allocator).sort().values, torch.arange(1, SIZE + 1)))
@@ -495,7 +517,7 @@ def main(budget: int, kv_commit: str, case: str) -> dict:
 if __name__ == "__main__":
     torch.Tensor.record_stream = lambda self, stream: None  # CPU tensors: no streams to record
     torch.get_device_module = lambda device=None: types.SimpleNamespace(
-        current_stream=lambda: None, Event=scheduler_path.RecordedEvent)
+        current_stream=lambda: scheduler_path.CURRENT_STREAM, Event=scheduler_path.RecordedEvent)
     scheduler_path._parallel_stand_in()
     for case in sys.argv[1:]:
         mode, budget = case.split(":")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import sys
 import traceback
 import types
@@ -88,6 +89,22 @@ class RecordedEvent:
 
     def synchronize(self):
         pass
+
+
+class Stream:
+    """A device stream on a CPU: notes the events it was made to wait for."""
+
+    def __init__(self):
+        self.waited: list = []
+
+    def wait_event(self, event) -> None:
+        self.waited.append(event)
+
+    def wait_stream(self, stream) -> None:
+        self.waited.append(stream)
+
+
+CURRENT_STREAM = Stream()  # the stream torch.get_device_module(...).current_stream() gives (main)
 
 
 class FutureMap:
@@ -174,14 +191,27 @@ def _carried_ok(carried: DFlashDraftInputV2, reserved, writes_before: int) -> di
     return checks
 
 
-def drive(overlap: bool) -> dict:
+def drive(overlap: bool, fenced: bool = False) -> dict:
+    """Rounds through run_batch; `fenced`: with the reorder commit under overlap, the verify
+    publishing a read-done event as SGLang's graph runner does, and after each round the release's
+    own WAR barrier and the worker's release hook run, noting which event each waited for."""
     worker = drive_round.make_worker(7, 7)
     # The real DFlash state the scheduler carries between rounds, and the real host-length bound.
     del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
     verify = worker._verify
+    slot = None
+    if fenced:
+        from sglang.srt.speculative.ddtree.table_fence import TableFence, barrier_slot
+
+        slot = barrier_slot(type(worker))
+        worker._kv_commit_mode, worker._table_fence = "reorder", TableFence(slot, "cpu")
 
     def real_logits_output(*args):  # the target forward stays a stand-in; its output type is real
         out, can_run_cuda_graph = verify(*args)
+        if slot is not None:  # the verify's read-done event, published as the graph runner does
+            published = RecordedEvent()
+            published.record()
+            setattr(getattr(worker, slot[0]), slot[1], published)
         return LogitsProcessorOutput(next_token_logits=out.next_token_logits, hidden_states=out.hidden_states), can_run_cuda_graph
 
     worker._verify = real_logits_output
@@ -200,6 +230,9 @@ def drive(overlap: bool) -> dict:
     outputs = [[int(b)] for b in bonus]
     RecordedEvent.clock = staticmethod(lambda: len(worker.draft_writes))
     carried: dict[str, bool] = {}
+    fences = {"barrier_waits_for_round_end": True, "release_waits_for_round_end": True}
+    if fenced:  # the streams and the barrier switch the release's _apply_war_barrier reads
+        scheduler.schedule_stream, scheduler.forward_stream, scheduler._war_barrier_enabled = Stream(), Stream(), True
     for _ in range(ROUNDS):
         reserved = None
         if "cur_allocated_seq_lens_cpu" in NEXT_INPUT_TAKES:  # as the release's prepare_for_decode sets it
@@ -218,6 +251,13 @@ def drive(overlap: bool) -> dict:
             raise AssertionError(f"run_batch left {type(batch.spec_info).__name__} as the batch's draft state")
         for name, ok in _carried_ok(batch.spec_info, reserved, writes_before).items():
             carried[name] = carried.get(name, True) and ok
+        if fenced:  # the release's own barrier, then a finished request's release hook
+            end = worker._table_fence.event
+            scheduler._apply_war_barrier()
+            worker.prepare_for_kv_cache_release(batch.reqs[0])
+            after_write = isinstance(end, RecordedEvent) and end.recorded_at == writes_before + 1
+            fences["barrier_waits_for_round_end"] &= after_write and scheduler.schedule_stream.waited[-1:] == [end]
+            fences["release_waits_for_round_end"] &= after_write and CURRENT_STREAM.waited[-1:] == [end]
     greedy = [drive_round.greedy_chain(out[0], len(out)) for out in outputs]
     return {
         "equal_to_greedy": outputs == greedy,
@@ -228,6 +268,8 @@ def drive(overlap: bool) -> dict:
         "carried": carried,
         "final_seq_lens": batch.seq_lens.tolist(),
         "expected_seq_lens": [int(p) + len(o) - 1 for p, o in zip(prefix, outputs)],
+        "slots_kept_once": worker.slots_kept_once,
+        **({"fences": fences} if fenced else {}),
     }
 
 
@@ -281,12 +323,13 @@ def construct(extra_args: tuple[str, ...] = ()) -> dict:
     return {**seen, "verify_width": worker.verify_width, "budget": worker.budget, "topk": worker.topk,
             "published_after": worker_v2._published_draft_tokens(),
             "record_width_after": worker_v2.resolved_view(server_args).speculative_num_draft_tokens,
-            "reorder_blocker": worker._reorder_blocker}
+            "reorder_blocker": worker._reorder_blocker, "kv_commit_mode": worker._kv_commit_mode,
+            "fenced": worker._table_fence is not None}
 
 
 def main() -> None:
     torch.Tensor.record_stream = lambda self, stream: None  # CPU tensors: no streams to record
-    torch.get_device_module = lambda device=None: types.SimpleNamespace(current_stream=lambda: None, Event=RecordedEvent)
+    torch.get_device_module = lambda device=None: types.SimpleNamespace(current_stream=lambda: CURRENT_STREAM, Event=RecordedEvent)
     _parallel_stand_in()
     report: dict = {"worker_class": None, "modes": {}}
     try:
@@ -301,11 +344,22 @@ def main() -> None:
         report["construct_no_overlap"] = construct(("--disable-overlap-schedule",))
     except Exception:  # noqa: BLE001 - reported, the test fails on it
         report["construct_no_overlap"] = {"error": traceback.format_exc()[-3000:]}
-    for overlap in (False, True):
+    os.environ["DDTREE_KV_COMMIT"] = "reorder"  # what the worker decides under overlap, and why
+    try:
+        report["construct_reorder"] = construct()
+    except Exception:  # noqa: BLE001 - reported, the test fails on it
+        report["construct_reorder"] = {"error": traceback.format_exc()[-3000:]}
+    del os.environ["DDTREE_KV_COMMIT"]
+    for mode, overlap, fenced in (("plain", False, False), ("overlap", True, False), ("overlap_reorder", True, True)):
+        if fenced and not report["construct_reorder"].get("fenced"):
+            continue  # this release keeps the move under overlap (construct_reorder says why)
         try:
-            report["modes"]["overlap" if overlap else "plain"] = drive(overlap)
+            report["modes"][mode] = drive(overlap, fenced)
         except Exception:  # noqa: BLE001 - reported, the test fails on it
-            report["modes"]["overlap" if overlap else "plain"] = {"error": traceback.format_exc()[-3000:]}
+            report["modes"][mode] = {"error": traceback.format_exc()[-3000:]}
+    from sglang.srt.speculative.ddtree.table_fence import release_hook_called
+
+    report["release_hook_called"] = release_hook_called()  # read from the release's result processor
     report["stand_in_reads"] = sorted(STAND_IN_READS)
     print(json.dumps(report))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -52,7 +53,14 @@ def _pipe_closed() -> None:
     raise BrokenPipeError
 
 
+def _stderr_closed() -> None:
+    """`... 2>&1 | head -1`: the rest of the message has no reader; the exit code still tells."""
+    err.quiet = True
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+
+
 out.on_broken_pipe = _pipe_closed  # type: ignore[method-assign]
+err.on_broken_pipe = _stderr_closed  # type: ignore[method-assign]
 
 FLAG = ""  # flags take no value: show none (typer would print <bool>)
 
@@ -80,12 +88,15 @@ JsonOpt = typer.Option(False, "--json", metavar=FLAG, help="Print machine-readab
 
 
 def _where(python: Optional[str], target: Optional[Path]) -> str:
-    return f" --python {python}" if python else f" --target {target}" if target else ""
+    """The options that point a suggested command at the same SGLang, quoted for a shell."""
+    return f" --python {shlex.quote(python)}" if python else f" --target {shlex.quote(str(target))}" if target else ""
 
 
 def _print_document(doc: dict) -> None:
-    """Plain json (rich's highlighter costs more than a warm audit itself)."""
+    """Plain json (rich's highlighter costs more than a warm audit itself); flushed here, so a
+    closed pipe shows up where it can be reported."""
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
+    sys.stdout.flush()
 
 
 class _Run:
@@ -113,6 +124,7 @@ class _Run:
             self.fail(error)
 
     def fail(self, error: DDTreePatchError) -> NoReturn:
+        self.install = self.install or getattr(error, "install", None)  # found, then refused: still reported
         data = error_json(error, self.command, self.where)
         if self.as_json:
             drift = [{"path": d.path, "state": d.state, "diff": d.diff} for d in getattr(error, "drift", ())]
@@ -120,6 +132,8 @@ class _Run:
             _print_document(document(self.command, self.install, False, body, data))
         else:
             err.print(f"[bold red]error:[/] {escape(data['message'])}", highlight=False)
+            if "ddtree-patch " not in data["message"]:  # the message names no command: say what to run
+                err.print(f"next: {escape(data['next'])}", highlight=False)
             for drift in getattr(error, "drift", ()):
                 err.print(f"{drift.path}: {drift.state}", highlight=False)
                 if drift.diff:
@@ -127,11 +141,13 @@ class _Run:
         raise typer.Exit(error.exit_code)
 
     def finish(self, ok: bool, body: dict, lines: list[str]) -> NoReturn:
-        if self.as_json:
-            _print_document(document(self.command, self.install, ok, body))
-        else:
-            for line in lines:
-                out.print(line, highlight=False)
+        with self.errors():  # a reader that leaves early (`status | head -1`) is reported, not a traceback
+            if self.as_json:
+                _print_document(document(self.command, self.install, ok, body))
+            else:
+                for line in lines:
+                    out.print(line, highlight=False)
+                sys.stdout.flush()
         raise typer.Exit(0 if ok else 1)
 
 
@@ -170,7 +186,9 @@ def audit(
     body, ok = audit_json(report, state, run.where)
     if as_json:
         run.finish(ok, body, [])
-    audit_tables(report, out, state, run.where)
+    with run.errors():
+        audit_tables(report, out, state, run.where)
+        sys.stdout.flush()
     raise typer.Exit(0 if ok else 1)
 
 

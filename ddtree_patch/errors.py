@@ -24,9 +24,14 @@ class NotInstalled(DDTreePatchError):
 
 
 class Unsupported(DDTreePatchError):
-    """This SGLang release cannot take the patch (no DFLASH, or unknown with --strict)."""
+    """This SGLang release cannot take the patch (no DFLASH, or unknown with --strict); `install`:
+    the SGLang that was found (reported with the error)."""
 
     exit_code = 4
+
+    def __init__(self, message: str, install: object = None) -> None:
+        super().__init__(message)
+        self.install = install
 
 
 class EngineError(DDTreePatchError):

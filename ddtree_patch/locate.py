@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 from dataclasses import replace
 from importlib.metadata import PathDistribution
@@ -78,11 +79,19 @@ def _owns_package(dist_info: Path, site_packages: Path) -> bool:
     return True
 
 
+# `__version__ = "x"`, `__version__: str = "x"`, `__version__ = version = "x"`, at a line's start
+_VERSION_LINE = re.compile(r"^__version__\s*(?::\s*str\s*)?=\s*(?:\w+\s*=\s*)*[\"']([^\"']+)", re.M)
+
+
 def _version_file(package_dir: Path) -> str | None:
-    version_py = package_dir / "version.py"
-    if version_py.is_file():
-        match = re.search(r"__version__\s*=\s*[\"']([^\"']+)", version_py.read_text(encoding="utf-8"))
-        return match.group(1) if match else None
+    """The version written into the package, without importing it: `_version.py` (what a build
+    writes; 0.5.x's `version.py` imports it and falls back to a dev placeholder), else `version.py`."""
+    for name in ("_version.py", "version.py"):
+        source = package_dir / name
+        if source.is_file():
+            match = _VERSION_LINE.search(source.read_text(encoding="utf-8"))
+            if match:
+                return match.group(1)
     return None
 
 
@@ -92,17 +101,17 @@ def _check_release(install: Install, strict: bool) -> Install:
     except InvalidVersion:  # not PEP 440: the audit, which reads the code, decides
         message = f"SGLang's version {install.version!r} is not a PEP 440 version, so it cannot be compared"
         if strict:
-            raise Unsupported(message + ": refusing because of --strict") from None
+            raise Unsupported(message + ": refusing because of --strict", install) from None
         return replace(install, warnings=install.warnings + (message + "; the audit decides",))
     if version < Version(FIRST_WITH_DFLASH):
         raise Unsupported(
             f"SGLang {install.version} has no DFLASH (it first shipped in {FIRST_WITH_DFLASH}): "
-            f"upgrade SGLang to {FIRST_WITH_DFLASH} or newer"
+            f"upgrade SGLang to {FIRST_WITH_DFLASH} or newer", install
         )
     if version > Version(NEWEST_KNOWN):
         message = f"SGLang {install.version} is newer than the newest release tested ({NEWEST_KNOWN})"
         if strict:
-            raise Unsupported(message + ": refusing because of --strict")
+            raise Unsupported(message + ": refusing because of --strict", install)
         return replace(install, warnings=install.warnings + (message + "; the audit decides",))
     return install
 
@@ -111,7 +120,7 @@ def _no_package(target: Path) -> str:
     if target.is_file():
         return f"--target {target} is a file: pass a site-packages folder or the sglang folder"
     if any(target.glob("*.dist-info")) or target.name in ("site-packages", "dist-packages"):
-        return (f"no sglang package in {target}: install it there (`pip install --target {target} sglang`) "
+        return (f"no sglang package in {target}: install it there (`pip install --target {shlex.quote(str(target))} sglang`) "
                 "or pass the site-packages that holds it (`python -m pip show -f sglang` prints its Location)")
     return f"no sglang package in {target}: pass a site-packages folder or the sglang folder"
 

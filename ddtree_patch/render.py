@@ -7,6 +7,7 @@ import difflib
 import re
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ddtree_patch import __version__
@@ -53,6 +54,9 @@ def _mark(site, patched: bool) -> str:
     return ""
 
 
+WIDE_TABLE = 160  # columns below which the audit's seven-column table would wrap its cells letter by letter
+
+
 def audit_tables(report: AuditReport, console: Console, state=None, where: str = "") -> None:
     """Tables on a terminal; one line per site when piped, so paths never wrap."""
     install = report.install
@@ -71,6 +75,14 @@ def audit_tables(report: AuditReport, console: Console, state=None, where: str =
             for s in rows:  # raw tab-separated lines: greppable, never wrapped or re-spaced
                 console.file.write(f"  {s.path}:{s.line}\t{s.qualname}\t{s.form}\t{s.decision.value}"
                                    f"{_mark(s, patched)}\t{s.capability or '-'}\t{s.rule or '-'}\t{s.reason}\n")
+            continue
+        if console.width < WIDE_TABLE:  # a narrow terminal: one block per site, wrapped as prose
+            console.print(f"[{_STYLE[decision]}]{decision.value} ({len(rows)})[/]", highlight=False)
+            for s in rows:
+                console.print(f"  [bold]{escape(f'{s.path}:{s.line}')}[/]  {s.decision.value}{_mark(s, patched)}", highlight=False)
+                console.print(escape(f"      in {s.qualname} - form {s.form} - capability {s.capability or '-'} - "
+                                     f"rule {s.rule or '-'}"), highlight=False)
+                console.print(escape(f"      {s.reason}"), highlight=False)
             continue
         table = Table(title=f"{decision.value} ({len(rows)})", title_style=_STYLE[decision], expand=False)
         table.add_column("site", no_wrap=True)
@@ -151,9 +163,13 @@ def result_lines(result, where: str) -> list[str]:
         lines += [f"  {f['path']}: {f['state']}" for f in data.get("files", ()) if f.get("state") != "patched"]
         lines.append(f"next: {data['next']}")
         return lines
-    lines.append(data["action"])
+    if data["action"] == "unchanged":  # nothing was written: the counts say what the patch in place holds
+        lines.append(f"unchanged: this patch is already in place ({len(data.get('edited', ()))} file(s) edited, "
+                     f"{len(data.get('added', ()))} added)")
+    else:
+        lines.append(data["action"])
     for key in ("edited", "added", "restored", "removed", "forced", "leftovers"):
-        if data.get(key):
+        if data.get(key) and data["action"] != "unchanged":
             lines.append(f"{key}: {len(data[key])} file(s)")
             lines += [f"  {path}" for path in data[key]]
     if data.get("recovered"):

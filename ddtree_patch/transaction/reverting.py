@@ -83,6 +83,8 @@ def revert(
     `force`. A stale state (SGLang reinstalled or upgraded since) is dropped without touching
     the package.
     """
+    if not os.path.lexists(install.state_dir):  # never applied here: nothing to lock, read or write
+        return RevertResult("nothing to revert")
     step = Steps(progress)
     dirs = install_dirs(install)
     if install.state_dir.is_dir() and not install.state_dir.is_symlink():

@@ -1,0 +1,117 @@
+"""What a user meets at the edges of the command line: a reader that leaves early, paths that need
+quoting in the commands we suggest, a package folder without dist-info, a revert with nothing to
+revert, an apply with nothing to do."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+MINI = Path(__file__).resolve().parent.parent / "fixtures" / "mini_site"
+ENV = {**os.environ, "COLUMNS": "80", "DDTREE_PATCH_CACHE": "off"}
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ddtree_patch", *args], capture_output=True, text=True,
+                          env=ENV, timeout=300)
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Path:
+    return Path(shutil.copytree(MINI, tmp_path / "site with space ü"))
+
+
+@pytest.mark.parametrize("verb", ["status", "audit", "revert", "apply"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_reader_that_left_gets_141_and_one_line(site: Path, verb: str, as_json: bool) -> None:
+    """stdout is a pipe whose reader is gone before the first byte (`ddtree-patch status | head -0`)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "ddtree_patch", verb, "--target", str(site),
+                               *(["--json"] if as_json else [])],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, env=ENV, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "broken pipe" in lines[0] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_a_closed_stderr_keeps_the_exit_code(site: Path) -> None:
+    """`ddtree-patch revert 2>&1 | head -0` on a drifted install: the message has no reader, 9 still tells."""
+    assert _cli("apply", "--target", str(site)).returncode == 0
+    edited = next(p for p in (site / "sglang").rglob("*.py") if "DDTREE" in p.read_text())
+    edited.write_text(edited.read_text() + "# hand edit\n")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "ddtree_patch", "revert", "--target", str(site)],
+                              stdout=write_end, stderr=write_end, env=ENV, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 9
+
+
+def test_suggested_commands_survive_a_shell(site: Path) -> None:
+    """The `next:` / `undo:` commands quote the path, so pasting them reaches the same install."""
+    done = _cli("apply", "--target", str(site))
+    assert done.returncode == 0, done.stderr
+    undo = next(line for line in done.stdout.splitlines() if line.startswith("undo:"))
+    command = shlex.split(undo.split("`")[1])
+    assert command[:2] == ["ddtree-patch", "revert"] and command[command.index("--target") + 1] == str(site)
+    assert _cli(*command[1:]).returncode == 0
+    assert _cli("status", "--target", str(site)).stdout.startswith("state: pristine")
+
+
+def test_apply_again_says_it_wrote_nothing(site: Path) -> None:
+    assert _cli("apply", "--target", str(site)).returncode == 0
+    again = _cli("apply", "--target", str(site))
+    assert again.returncode == 0
+    first = again.stdout.splitlines()[0]
+    assert first.startswith("unchanged: this patch is already in place (") and "edited:" not in again.stdout
+
+
+def test_revert_with_nothing_applied_touches_nothing(site: Path) -> None:
+    """No state folder: nothing to lock or write (a read-only site-packages included)."""
+    done = _cli("revert", "--target", str(site))
+    assert done.returncode == 0 and done.stdout.startswith("nothing to revert"), done.stdout + done.stderr
+    assert not (site / ".ddtree-patch").exists()
+
+
+def test_a_package_folder_without_dist_info_is_read_from_its_version_file(tmp_path: Path) -> None:
+    """A build writes `_version.py` (`__version__ = version = '0.5.15'`); 0.5.x's `version.py`
+    imports it and only falls back to a dev placeholder, which is not the release."""
+    site = tmp_path / "bare"
+    shutil.copytree(MINI / "sglang", site / "sglang")
+    (site / "sglang" / "_version.py").write_text(
+        "__version__: str\n__version__ = version = '0.5.15'\n__version_tuple__ = (0, 5, 15)\n")
+    (site / "sglang" / "version.py").write_text(
+        "try:\n    from sglang._version import __version__\nexcept ImportError:\n"
+        "    __version__ = get_version(fallback_version='0.0.0.dev0')\n")
+    done = _cli("status", "--target", str(site))
+    assert done.returncode == 0 and done.stdout.startswith("state: pristine (SGLang 0.5.15)"), done.stdout + done.stderr
+
+
+def test_a_release_refused_by_strict_is_still_named(site: Path) -> None:
+    """--json: `sglang` is null only when no SGLang was found; one found and refused is reported."""
+    meta = site / "sglang-0.5.15.dist-info" / "METADATA"
+    meta.write_text(meta.read_text().replace("Version: 0.5.15", "Version: 0.5.99"))
+    done = _cli("apply", "--strict", "--target", str(site), "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == 4 and doc["error"]["code"] == 4 and "--strict" in doc["error"]["message"]
+    assert doc["sglang"]["version"] == "0.5.99"
+
+
+def test_an_error_without_a_command_in_it_is_followed_by_what_to_run(tmp_path: Path) -> None:
+    done = _cli("status", "--target", str(tmp_path / "nowhere"))
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 3 and len(lines) == 2 and lines[0].startswith("error:"), done.stderr
+    assert lines[1].startswith("next: ddtree-patch status --target"), done.stderr

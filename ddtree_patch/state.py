@@ -32,6 +32,7 @@ import json
 import os
 import platform
 import re
+import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -329,10 +330,11 @@ def changes_from_json(install: Install, raw: Any, what: str) -> Changes:
 
 def damaged_advice(install: Install) -> str:
     """What to do about a state the tool cannot trust: never "delete it" while files are patched."""
+    folder = shlex.quote(str(install.state_dir))
     return (
-        f"nothing was changed. Keep {install.state_dir} (its backups may be the only copy of the "
-        f"original files); get a pristine SGLang back with {reinstall_advice(install)}, then "
-        "`ddtree-patch apply` (or remove that folder)"
+        f"nothing was changed. Do not delete {install.state_dir}: its backups may be the only copy of "
+        f"the original files. Get a pristine SGLang back with {reinstall_advice(install)}, move the "
+        f"folder aside (`mv {folder} {folder}.damaged`), then run `ddtree-patch apply`"
     )
 
 

@@ -115,3 +115,36 @@ def test_an_error_without_a_command_in_it_is_followed_by_what_to_run(tmp_path: P
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 3 and len(lines) == 2 and lines[0].startswith("error:"), done.stderr
     assert lines[1].startswith("next: ddtree-patch status --target"), done.stderr
+
+
+def test_the_advice_for_a_corrupt_manifest_leads_back_to_a_patch(site: Path, tmp_path: Path) -> None:
+    """Exit 8's steps, followed to the letter (the reinstall done by copying the pristine files back),
+    end in a working apply, with the damaged state kept beside."""
+    pristine = Path(shutil.copytree(site, tmp_path / "pristine"))
+    assert _cli("apply", "--target", str(site)).returncode == 0
+    manifest = next((site / ".ddtree-patch" / "sglang").glob("manifest*"))
+    manifest.write_text("{not json")
+    failed = _cli("apply", "--target", str(site))
+    assert failed.returncode == 8, failed.stderr
+    move = next(part for part in failed.stderr.split("`") if part.startswith("mv "))
+    shutil.rmtree(site / "sglang")
+    shutil.copytree(pristine / "sglang", site / "sglang")  # pip install --force-reinstall
+    subprocess.run(move, shell=True, check=True)
+    assert (site / ".ddtree-patch" / "sglang.damaged").is_dir()
+    done = _cli("apply", "--target", str(site))
+    assert done.returncode == 0 and done.stdout.startswith("applied"), done.stdout + done.stderr
+
+
+def test_a_foreign_ddtree_module_is_named_with_the_way_out(site: Path) -> None:
+    """A `srt/speculative/ddtree/worker.py` ddtree-patch did not write: apply refuses (exit 3, nothing
+    written) and says how to move it aside; after that, apply works."""
+    foreign = site / "sglang" / "srt" / "speculative" / "ddtree"
+    foreign.mkdir(parents=True)
+    (foreign / "worker.py").write_text("# someone else's DDTree\n")
+    failed = _cli("apply", "--target", str(site))
+    assert failed.returncode == 3 and "did not write it" in failed.stderr, failed.stderr
+    assert _cli("status", "--target", str(site)).stdout.startswith("state: pristine")
+    move = next(part for part in failed.stderr.split("`") if part.startswith("mv "))
+    subprocess.run(move, shell=True, check=True)
+    done = _cli("apply", "--target", str(site))
+    assert done.returncode == 0 and done.stdout.startswith("applied"), done.stdout + done.stderr

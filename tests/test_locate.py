@@ -130,5 +130,6 @@ def test_cli_reports_one_line_and_exit_code(tmp_path):
         capture_output=True, text=True, env={**os.environ, "COLUMNS": "200"},
     )
     assert done.returncode == 3
-    assert done.stderr.strip().startswith("error: no sglang package")
-    assert len(done.stderr.strip().splitlines()) == 1
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith("error: no sglang package")
+    assert len(lines) == 2 and lines[1].startswith("next: ddtree-patch audit --target")  # the message names no command

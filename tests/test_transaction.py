@@ -18,7 +18,7 @@ import pytest
 from filelock import FileLock
 
 from ddtree_patch import fsio
-from ddtree_patch.errors import Drift, EngineError, LockHeld, PlanMismatch, ReadOnly, WriteFailed
+from ddtree_patch.errors import Drift, EngineError, LockHeld, NotInstalled, PlanMismatch, ReadOnly, WriteFailed
 from ddtree_patch.model import AddedFile, FileEdit, Plan
 from ddtree_patch.record import verify_record
 from ddtree_patch.state import StatePaths
@@ -166,7 +166,7 @@ def test_stale_plan_and_overwriting_someone_elses_file_are_refused(install):
     install2 = make_tiny_install(install.site_packages.parent / "other")
     (install2.package_dir / "srt" / "speculative" / "ddtree").mkdir()
     (install2.package_dir / "srt" / "speculative" / "ddtree" / "__init__.py").write_text("mine\n")
-    with pytest.raises(PlanMismatch, match="already exists"):
+    with pytest.raises(NotInstalled, match="exists but ddtree-patch did not write it"):
         apply_plan(handmade_plan(install2), "1.0")
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shlex
 from pathlib import Path
 
 from ddtree_patch import fsio
 from ddtree_patch.compiled import check_compiles
 from ddtree_patch.dropins import DROPIN_ROOT
-from ddtree_patch.errors import CorruptState, EngineError, PlanMismatch, ReadOnly, WriteFailed
+from ddtree_patch.errors import CorruptState, EngineError, NotInstalled, PlanMismatch, ReadOnly, WriteFailed
 from ddtree_patch.model import Install, Plan
 from ddtree_patch.state import Manifest, checked_path, pristine_view, site_path
 
@@ -87,8 +88,11 @@ def check_plan_base(plan: Plan) -> None:
             )
     for a in plan.added:
         if (plan.install.package_dir / a.path).exists() and a.path not in view.added:
-            raise PlanMismatch(
-                f"{a.path} already exists; the plan would overwrite a file it did not make"
+            folder = plan.install.package_dir / DROPIN_ROOT
+            raise NotInstalled(
+                f"{a.path} exists but ddtree-patch did not write it (a DDTree from elsewhere, or what is "
+                f"left of one), and the patch would overwrite it; nothing was written. Move {folder} aside "
+                f"(`mv {shlex.quote(str(folder))} {shlex.quote(str(folder))}.foreign`), then run `ddtree-patch apply` again"
             )
 
 

@@ -6,7 +6,7 @@ import os
 
 from ddtree_patch.errors import DDTreePatchError, Drift, Interrupted
 from ddtree_patch.model import Install
-from ddtree_patch.state import Journal, Manifest, checked_path, load_manifest, write_journal
+from ddtree_patch.state import Journal, Manifest, StatePaths, check_state_folder, checked_path, load_manifest, write_journal
 from ddtree_patch.status import classify, drift_report, file_states
 from ddtree_patch.transaction.plan_check import check_writable, install_dirs
 from ddtree_patch.transaction.recovery import clear_leftovers, recover_locked
@@ -83,8 +83,9 @@ def revert(
     `force`. A stale state (SGLang reinstalled or upgraded since) is dropped without touching
     the package.
     """
-    if not os.path.lexists(install.state_dir):  # never applied here: nothing to lock, read or write
-        return RevertResult("nothing to revert")
+    check_state_folder(install)  # a planted link is refused even where there is nothing to revert
+    if not any(os.path.lexists(p) for p in (install.state_dir, StatePaths(install).lock)):
+        return RevertResult("nothing to revert")  # never applied here: nothing to lock, read or write
     step = Steps(progress)
     dirs = install_dirs(install)
     if install.state_dir.is_dir() and not install.state_dir.is_symlink():

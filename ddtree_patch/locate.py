@@ -152,6 +152,8 @@ def from_interpreter(python: str, strict: bool = False) -> Install:
     except (OSError, subprocess.TimeoutExpired) as error:
         raise UsageError(f"cannot run --python {python}: {error}") from error
     last = (done.stderr.strip().splitlines() or [""])[-1]
+    if len(last) > 200:  # e.g. a program that echoed the probe script back in its complaint
+        last = last[:160] + " ..."
     if done.returncode != 0:
         why = f": {last}" if last else " and printed nothing"
         raise UsageError(f"--python {python} exited with status {done.returncode}{why}; "

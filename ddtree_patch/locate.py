@@ -120,7 +120,8 @@ def _no_package(target: Path) -> str:
     if target.is_file():
         return f"--target {target} is a file: pass a site-packages folder or the sglang folder"
     if any(target.glob("*.dist-info")) or target.name in ("site-packages", "dist-packages"):
-        return (f"no sglang package in {target}: install it there (`pip install --target {shlex.quote(str(target))} sglang`) "
+        where = shlex.quote(str(target))
+        return (f"no sglang package in {target}: install it there (`pip install --target {where} sglang`) "
                 "or pass the site-packages that holds it (`python -m pip show -f sglang` prints its Location)")
     return f"no sglang package in {target}: pass a site-packages folder or the sglang folder"
 

@@ -79,7 +79,8 @@ def audit_tables(report: AuditReport, console: Console, state=None, where: str =
         if console.width < WIDE_TABLE:  # a narrow terminal: one block per site, wrapped as prose
             console.print(f"[{_STYLE[decision]}]{decision.value} ({len(rows)})[/]", highlight=False)
             for s in rows:
-                console.print(f"  [bold]{escape(f'{s.path}:{s.line}')}[/]  {s.decision.value}{_mark(s, patched)}", highlight=False)
+                head = f"  [bold]{escape(f'{s.path}:{s.line}')}[/]  {s.decision.value}{_mark(s, patched)}"
+                console.print(head, highlight=False)
                 console.print(escape(f"      in {s.qualname} - form {s.form} - capability {s.capability or '-'} - "
                                      f"rule {s.rule or '-'}"), highlight=False)
                 console.print(escape(f"      {s.reason}"), highlight=False)

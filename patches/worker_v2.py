@@ -168,9 +168,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         overlap = not getattr(resolved, "disable_overlap_schedule", False)
         fence_slot = barrier_slot(type(self))
         # 0.5.14 (the release whose DFlash state carries `verified_id`) skips the WAR barrier for DFlash.
-        self._reorder_blocker = reorder_blocker(
-            self.page_size, overlap, unfenced(fence_slot, CARRIES_VERIFIED_ID, release_hook_called()) if overlap else None
-        )
+        why_unfenced = unfenced(fence_slot, CARRIES_VERIFIED_ID, release_hook_called()) if overlap else None
+        self._reorder_blocker = reorder_blocker(self.page_size, overlap, why_unfenced)
         self._kv_commit_mode = commit_mode(self._reorder_blocker)  # a bad DDTREE_KV_COMMIT fails the start
         # Under overlap a rewritten table is fenced (patches/table_fence.py); the move needs no fence.
         self._table_fence = (

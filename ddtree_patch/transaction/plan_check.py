@@ -89,10 +89,11 @@ def check_plan_base(plan: Plan) -> None:
     for a in plan.added:
         if (plan.install.package_dir / a.path).exists() and a.path not in view.added:
             folder = plan.install.package_dir / DROPIN_ROOT
+            quoted = shlex.quote(str(folder))
             raise NotInstalled(
                 f"{a.path} exists but ddtree-patch did not write it (a DDTree from elsewhere, or what is "
                 f"left of one), and the patch would overwrite it; nothing was written. Move {folder} aside "
-                f"(`mv {shlex.quote(str(folder))} {shlex.quote(str(folder))}.foreign`), then run `ddtree-patch apply` again"
+                f"(`mv {quoted} {quoted}.foreign`), then run `ddtree-patch apply` again"
             )
 
 

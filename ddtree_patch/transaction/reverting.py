@@ -6,7 +6,9 @@ import os
 
 from ddtree_patch.errors import DDTreePatchError, Drift, Interrupted
 from ddtree_patch.model import Install
-from ddtree_patch.state import Journal, Manifest, StatePaths, check_state_folder, checked_path, load_manifest, write_journal
+from ddtree_patch.state import (
+    Journal, Manifest, StatePaths, check_state_folder, checked_path, load_manifest, write_journal,
+)
 from ddtree_patch.status import classify, drift_report, file_states
 from ddtree_patch.transaction.plan_check import check_writable, install_dirs
 from ddtree_patch.transaction.recovery import clear_leftovers, recover_locked

@@ -7,9 +7,10 @@ results on its schedule stream: it releases each finished request's KV by readin
 finished request, runs. SGLang orders the scheduler's writes after the forward's *reads* only (its
 WAR barrier waits on a read-done event the verify publishes), which is enough while a round only
 reads the table. A round that rewrites rows (`kv_commit`, reorder) needs two more fences:
-- after the round: an event recorded after its last work replaces the published read-done event,
-  so the barrier waits for the rewrite too (where nothing was published, the barrier already waits
-  for the whole forward stream);
+- after the rewrite: an event recorded right after it replaces the published read-done event, so
+  the barrier waits for the rewrite too (where nothing was published, the barrier already waits for
+  the whole forward stream); what the round does after the rewrite (the draft-KV write) neither
+  reads nor writes what the scheduler touches, as after SGLang's own read-done event;
 - before a finished request's release: the result processor calls the worker's
   `prepare_for_kv_cache_release(req)`, and the schedule stream waits there for that event (on
   0.5.15-0.5.16 the barrier stands before the launch, so nothing else orders the release's reads
@@ -68,13 +69,13 @@ def unfenced(slot: tuple[str, str] | None, barrier_skips_dflash: bool, hook_call
 
 
 class TableFence:
-    """One worker's fence: `after_write` at the end of a round that rewrote rows, `before_release`
-    from the worker's release hook."""
+    """One worker's fence: `after_write` right after a round's table rewrite, `before_release` from
+    the worker's release hook."""
 
     def __init__(self, slot: tuple[str, str], device: Any):
         self.runner_property, self.event_attr = slot
         self.device = device
-        self.event = None  # the last rewriting round's end
+        self.event = None  # the last round's table rewrite, done
 
     def after_write(self, worker: Any) -> None:
         event = torch.get_device_module(self.device).Event()

@@ -273,10 +273,10 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             on_publish(new_seq_lens)
 
         path_slots = self._commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d)
+        if self._table_fence is not None:  # right after the table's rewrite: the draft-KV write is no hazard
+            self._table_fence.after_write(self)
         self._commit_draft_kv(logits_output.hidden_states, accepted_idx, commit_lens, path_slots, prefix_lens)
         logits_output.hidden_states = None
-        if self._table_fence is not None:
-            self._table_fence.after_write(self)
 
         return GenerationBatchResult(
             logits_output=logits_output,

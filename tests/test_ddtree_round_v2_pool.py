@@ -91,13 +91,13 @@ def test_finished_requests_give_everything_back(results, case):
 def test_the_release_asks_the_reorder_fence_before_each_release(results, budget):
     """The hook the reorder's overlap fence waits in (patches/table_fence.py) is called by the
     release's own result processor once for every finished request, each time before that
-    request's KV is freed, and the release then waits for the last rewriting round's end."""
+    request's KV is freed, and the release then waits for the last round's table rewrite."""
     r = results[f"reorder:{budget}"]
     assert "error" not in r, r.get("error")
     hook = r["release_hook"]
     assert hook["fenced"], r
     assert hook["rids"] == sorted(r["finished_at_round"]), hook
-    assert hook["before_release"] and hook["waited_for_round_end"], hook
+    assert hook["before_release"] and hook["waited_for_the_rewrite"], hook
 
 
 @pytest.mark.parametrize("budget", BUDGETS)

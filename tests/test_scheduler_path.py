@@ -79,10 +79,11 @@ def test_run_batch_serves_ddtree_rounds(patched: Patched, report: dict) -> None:
 @pytest.mark.slow
 def test_the_reorder_commit_under_overlap_is_fenced_by_the_release_s_own_barrier(patched: Patched, report: dict) -> None:
     """With DDTREE_KV_COMMIT=reorder under overlap (0.5.15+), rounds through run_batch stay greedy
-    with every verify range holding its slots once; after each round the release's own
-    `_apply_war_barrier` waits for the event recorded after the round's last work (not the verify's
-    earlier read-done event), and so does the worker's release hook, which the release's result
-    processor calls before it releases a finished request's KV."""
+    with every verify range holding its slots once; each round records its event right after the
+    table's rewrite (before the draft-KV write, which is no hazard to the scheduler); after each round
+    the release's own `_apply_war_barrier` waits for that event (not the verify's earlier read-done
+    event), and so does the worker's release hook, which the release's result processor calls before
+    it releases a finished request's KV."""
     if patched.version == "0.5.14":
         assert "overlap_reorder" not in report["modes"]
         pytest.skip("0.5.14 keeps the move under overlap (asserted in the construct test)")
@@ -90,7 +91,8 @@ def test_the_reorder_commit_under_overlap_is_fenced_by_the_release_s_own_barrier
     assert "error" not in result, result.get("error")
     assert result["equal_to_greedy"] and result["slots_kept_once"], result
     assert result["final_seq_lens"] == result["expected_seq_lens"], result
-    assert result["fences"] == {"barrier_waits_for_round_end": True, "release_waits_for_round_end": True}, result
+    assert result["fences"] == {"placed_after_the_rewrite": True, "barrier_waits_for_it": True,
+                                "release_waits_for_it": True}, result
     assert report["release_hook_called"], report
 
 

@@ -503,7 +503,7 @@ def main(budget: int, kv_commit: str, case: str) -> dict:
         "finished_at_round": finished_at, "rounds": rounds, "rounds_with_off_chain_paths": off_chain,
         "release_hook": {"fenced": worker._table_fence is not None, "rids": sorted(rid for rid, _ in hooked),
                          "before_release": release_hook_before_release,
-                         "waited_for_round_end": bool(hooked) and worker._table_fence is not None
+                         "waited_for_the_rewrite": bool(hooked) and worker._table_fence is not None
                          and scheduler_path.CURRENT_STREAM.waited[-1:] == [worker._table_fence.event]},
         "tokens_per_round": emitted / max(1, request_rounds),
         "output_lens": [len(o) for o in outputs], "through_stop_lens": [len(t) for t in through_stop],

@@ -200,11 +200,25 @@ def drive(overlap: bool, fenced: bool = False) -> dict:
     del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
     verify = worker._verify
     slot = None
+    committed = {"round": False}
+    fence_placed: list[tuple[bool, int]] = []  # per round: (table rewritten yet, draft-KV writes so far)
     if fenced:
         from sglang.srt.speculative.ddtree.table_fence import TableFence, barrier_slot
 
         slot = barrier_slot(type(worker))
         worker._kv_commit_mode, worker._table_fence = "reorder", TableFence(slot, "cpu")
+        commit, after_write = worker._commit_target_kv, worker._table_fence.after_write
+
+        def noting_commit(*args, **kwargs):
+            out = commit(*args, **kwargs)
+            committed["round"] = True
+            return out
+
+        def noting_after_write(owner):
+            fence_placed.append((committed["round"], len(worker.draft_writes)))
+            after_write(owner)
+
+        worker._commit_target_kv, worker._table_fence.after_write = noting_commit, noting_after_write
 
     def real_logits_output(*args):  # the target forward stays a stand-in; its output type is real
         out, can_run_cuda_graph = verify(*args)
@@ -230,7 +244,7 @@ def drive(overlap: bool, fenced: bool = False) -> dict:
     outputs = [[int(b)] for b in bonus]
     RecordedEvent.clock = staticmethod(lambda: len(worker.draft_writes))
     carried: dict[str, bool] = {}
-    fences = {"barrier_waits_for_round_end": True, "release_waits_for_round_end": True}
+    fences = {"placed_after_the_rewrite": True, "barrier_waits_for_it": True, "release_waits_for_it": True}
     if fenced:  # the streams and the barrier switch the release's _apply_war_barrier reads
         scheduler.schedule_stream, scheduler.forward_stream, scheduler._war_barrier_enabled = Stream(), Stream(), True
     for _ in range(ROUNDS):
@@ -251,13 +265,14 @@ def drive(overlap: bool, fenced: bool = False) -> dict:
             raise AssertionError(f"run_batch left {type(batch.spec_info).__name__} as the batch's draft state")
         for name, ok in _carried_ok(batch.spec_info, reserved, writes_before).items():
             carried[name] = carried.get(name, True) and ok
-        if fenced:  # the release's own barrier, then a finished request's release hook
+        if fenced:  # where the round put its event; then the release's own barrier and the release hook
             end = worker._table_fence.event
+            fences["placed_after_the_rewrite"] &= fence_placed[-1:] == [(True, writes_before)] and end is not None
+            committed["round"] = False
             scheduler._apply_war_barrier()
             worker.prepare_for_kv_cache_release(batch.reqs[0])
-            after_write = isinstance(end, RecordedEvent) and end.recorded_at == writes_before + 1
-            fences["barrier_waits_for_round_end"] &= after_write and scheduler.schedule_stream.waited[-1:] == [end]
-            fences["release_waits_for_round_end"] &= after_write and CURRENT_STREAM.waited[-1:] == [end]
+            fences["barrier_waits_for_it"] &= scheduler.schedule_stream.waited[-1:] == [end]
+            fences["release_waits_for_it"] &= CURRENT_STREAM.waited[-1:] == [end]
     greedy = [drive_round.greedy_chain(out[0], len(out)) for out in outputs]
     return {
         "equal_to_greedy": outputs == greedy,

@@ -161,6 +161,8 @@ def result_lines(result, where: str) -> list[str]:
         elif data.get("applied_at"):
             head += f", patched by ddtree-patch {data['patched_by']} at {data.get('applied_at')}"
         lines.append(head)
+        if data.get("busy") and data["state"] != "interrupted":  # an interrupted state's advice says so itself
+            lines.append("busy: another ddtree-patch holds the lock right now (an apply or revert is running)")
         lines += [f"  {f['path']}: {f['state']}" for f in data.get("files", ()) if f.get("state") != "patched"]
         lines.append(f"next: {data['next']}")
         return lines

@@ -148,3 +148,14 @@ def test_a_foreign_ddtree_module_is_named_with_the_way_out(site: Path) -> None:
     subprocess.run(move, shell=True, check=True)
     done = _cli("apply", "--target", str(site))
     assert done.returncode == 0 and done.stdout.startswith("applied"), done.stdout + done.stderr
+
+
+def test_status_says_when_another_run_holds_the_lock(site: Path) -> None:
+    from filelock import FileLock
+
+    lock = site / ".ddtree-patch" / "sglang.lock"
+    lock.parent.mkdir()
+    with FileLock(str(lock)):
+        done = _cli("status", "--target", str(site))
+    assert done.returncode == 0 and done.stdout.splitlines()[1].startswith("busy: another ddtree-patch holds the lock")
+    assert "busy" not in _cli("status", "--target", str(site)).stdout

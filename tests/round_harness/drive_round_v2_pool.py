@@ -448,8 +448,9 @@ def main(budget: int, kv_commit: str, case: str) -> dict:
     # release's own result processor must call its hook for every finished request, before that
     # request's KV goes back to the allocator.
     hooked: list[tuple[str, int]] = []  # (rid, free slots when the hook ran)
-    if worker._kv_commit_mode == "reorder" and barrier_slot(type(worker)) is not None:
-        worker._table_fence = TableFence(barrier_slot(type(worker)), "cpu")
+    slot = barrier_slot(type(worker))
+    if worker._kv_commit_mode == "reorder" and slot is not None:
+        worker._table_fence = TableFence(slot, "cpu")
         hook = worker.prepare_for_kv_cache_release
 
         def recording_hook(req):

@@ -61,7 +61,9 @@ class KVCommit:
             raise ValueError(f"KV commit mode {mode!r}: expected one of {', '.join(MODES)}")
         self.mode = mode
         self.mover = SlotMover(pool) if mode == "move" else None
-        logger.info("DDTREE KV commit: %s", self.mode)
+        # the opt-in commit announces itself at the default log level (a server, and the benchmark,
+        # can tell it ran); the default stays quiet
+        logger.log(logging.INFO if mode == "move" else logging.WARNING, "DDTREE KV commit: %s", self.mode)
 
     def __call__(self, table: torch.Tensor, req_pool_indices: torch.Tensor, prefix_lens: torch.Tensor,
                  accepted_idx: torch.Tensor, accept_len: torch.Tensor, cache_loc_2d: torch.Tensor,

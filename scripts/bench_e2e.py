@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 from patches import verify_tile  # noqa: E402  (the tile's syntax, as the engines parse it)
 
 BUDGETS = (4, 8, 16, 32, 64)
-RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE")  # runtime switches, read by the engines
+RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT")  # runtime switches, read by the engines
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [
@@ -121,13 +121,15 @@ def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
 
 
 def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
-                tiles: tuple[str, ...] = (), eager_stage: bool = False) -> list[dict]:
+                tiles: tuple[str, ...] = (), eager_stage: bool = False, reorder: bool = False) -> list[dict]:
     """DFLASH and DDTREE on the 8B shape, per attention backend (names `8b_dflash`, `8b_ddtree` on
     triton; `8b_dflash_<backend>`, `8b_ddtree_<backend>` on the others), and on triton one more DDTREE
     per verify tile (`8b_ddtree_tile_<tile>`, DDTREE_VERIFY_TILE in that engine: variant `verify tile
     <tile>`) and, with `eager_stage`, one with its tree stage launched kernel by kernel
-    (`8b_ddtree_eager_stage`, DDTREE_GRAPH_TREE_STAGE=0: variant `eager stage`); each variant pairs
-    with the same DFLASH (which verifies without a mask and has no tree stage)."""
+    (`8b_ddtree_eager_stage`, DDTREE_GRAPH_TREE_STAGE=0: variant `eager stage`) and, with `reorder`,
+    one that commits by reordering req_to_token (`8b_ddtree_reorder`, DDTREE_KV_COMMIT=reorder under
+    the overlap scheduler, hence fenced: variant `reorder commit`; its log must say the reorder ran);
+    each variant pairs with the same DFLASH (which verifies without a mask and has no tree stage)."""
     target, draft = write_big_shape(root, pair)
     # no detokenizing: a random 8B model emits ids far beyond the borrowed tokenizer's 4096
     spec = dict(speculative_draft_model_path=str(draft), load_format="dummy", skip_tokenizer_init=True)
@@ -144,6 +146,10 @@ def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
             if eager_stage:
                 pair_cfgs.append(dict(pair_cfgs[1], name="8b_ddtree_eager_stage", variant="eager stage",
                                       env={"DDTREE_GRAPH_TREE_STAGE": "0"}, extra=dict(pair_cfgs[1]["extra"])))
+            if reorder:
+                pair_cfgs.append(dict(pair_cfgs[1], name="8b_ddtree_reorder", variant="reorder commit",
+                                      env={"DDTREE_KV_COMMIT": "reorder"}, log_must=gpu_matrix.REORDER_LOG,
+                                      extra=dict(pair_cfgs[1]["extra"])))
         for c in pair_cfgs:
             c["engine"] = engine_kwargs(str(target), str(target), max_bs=max(BIG_BATCHES), tokens=40000,
                                         extra=dict(c.pop("extra"), attention_backend=backend))
@@ -410,6 +416,17 @@ def log_warnings(workers, limit: int = 12) -> list[str]:
     return out
 
 
+def missing_log_lines(workers) -> list[str]:
+    """A variant whose engine log lacks the line that proves it ran as asked (`log_must`): e.g. a
+    reorder engine whose release blocked the reorder moved the KV instead, so its rows time the move."""
+    out = []
+    for w in workers:
+        must = w.cfg.get("log_must")
+        if must and must not in (w.log.read_text(errors="replace") if w.log.is_file() else ""):
+            out.append(f"{w.name}: its engine log lacks {must!r}; its rows do not time what they are named for")
+    return out
+
+
 def machine() -> str:
     try:
         gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -463,6 +480,9 @@ def main() -> None:
     ap.add_argument("--big-eager-stage", action="store_true",
                     help="also run the 8B-shape DDTREE on triton with DDTREE_GRAPH_TREE_STAGE=0 (its tree stage "
                          "launched kernel by kernel), beside the default (one CUDA graph replay)")
+    ap.add_argument("--big-reorder", action="store_true",
+                    help="also run the 8B-shape DDTREE on triton with DDTREE_KV_COMMIT=reorder (the move-free, "
+                         "fenced KV commit), beside the default (the move)")
     ap.add_argument("--big-batches", nargs="+", type=int, default=list(BIG_BATCHES),
                     help=f"batch sizes of the 8B-shape phase (default {' '.join(map(str, BIG_BATCHES))})")
     ap.add_argument("--phases", default="pair0,pair1,big",
@@ -498,7 +518,8 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
     cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets)) if pair_wanted else []) + \
-        (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles), a.big_eager_stage)
+        (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles), a.big_eager_stage,
+                     a.big_reorder)
          if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)
@@ -537,6 +558,7 @@ def main() -> None:
     finally:
         stop_all(workers.values())
         meta["warnings"] = log_warnings(workers.values())
+        bench.failures += missing_log_lines(workers.values())
         report()
     sys.exit(1 if bench.failures or bench.cut else 0)
 

@@ -308,6 +308,30 @@ def test_big_eager_stage_is_one_more_ddtree_engine_with_the_graphs_off(tmp_path:
     assert any("(triton attention): worst 1.00" in x and "PASS" in x for x in lines)
 
 
+def test_big_reorder_is_one_more_ddtree_engine_that_must_log_the_reorder(tmp_path: Path) -> None:
+    """--big-reorder: a DDTREE engine on triton with DDTREE_KV_COMMIT=reorder, paired with the same
+    DFLASH; an engine whose log lacks the reorder line (its release fell back to the move) is a failure."""
+    pair = _tokenizer_pair(tmp_path)
+    cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton",), (), reorder=True)
+    assert [(c["name"], c.get("variant"), c.get("env")) for c in cfgs] == [
+        ("8b_dflash", None, None), ("8b_ddtree", None, None),
+        ("8b_ddtree_reorder", "reorder commit", {"DDTREE_KV_COMMIT": "reorder"})]
+    assert cfgs[2]["engine"] == cfgs[1]["engine"] and cfgs[2]["log_must"] == "DDTREE KV commit: reorder"
+    assert "disable_overlap_schedule" not in cfgs[2]["engine"]  # timed as users run it: overlap on, fenced
+    assert "DDTREE_KV_COMMIT=reorder python" in bench_e2e.command_line({"DDTREE_KV_COMMIT": "reorder"}, [])
+
+    class W:
+        def __init__(self, cfg: dict, text: str) -> None:
+            self.cfg, self.name, self.log = cfg, cfg["name"], tmp_path / f"{cfg['name']}.log"
+            self.log.write_text(text)
+
+    ran = W(cfgs[2], "[2026] WARNING kv_commit.py: DDTREE KV commit: reorder\n")
+    assert bench_e2e.missing_log_lines([W(cfgs[1], ""), ran]) == []
+    fell_back = W(cfgs[2], "DDTREE_KV_COMMIT=reorder is not fenced ...: DDTREE moves the accepted KV instead\n")
+    (why,) = bench_e2e.missing_log_lines([fell_back])
+    assert why.startswith("8b_ddtree_reorder: its engine log lacks 'DDTREE KV commit: reorder'")
+
+
 @pytest.mark.parametrize("argv, why", [(["--big-verify-tiles", "M24N64w4"], "expected M<BLOCK_M>"),
                                        (["--big-batches", "3"], "--big-batches takes")])
 def test_bad_big_options_are_refused(tmp_path: Path, monkeypatch, argv: list[str], why: str) -> None:

@@ -46,6 +46,15 @@ def test_mode(kc, monkeypatch, caplog, value, blocked, mode):
         value == "reorder" and blocked)
 
 
+@pytest.mark.parametrize("mode, level", [("move", logging.INFO), ("reorder", logging.WARNING)])
+def test_the_opt_in_commit_announces_itself_at_the_default_level(kc, caplog, mode, level):
+    """SGLang's default log level is warning: a server (and bench_e2e's --big-reorder) sees that the
+    opt-in reorder ran; the default move stays at info."""
+    with caplog.at_level(logging.INFO):
+        kc.KVCommit(Pool(4), mode)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(level, f"DDTREE KV commit: {mode}")]
+
+
 def test_an_unknown_mode_is_refused_by_name(kc, monkeypatch):
     monkeypatch.setenv(kc.ENV, "swap")
     with pytest.raises(ValueError, match="DDTREE_KV_COMMIT='swap': expected one of move, reorder"):

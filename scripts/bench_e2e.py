@@ -73,8 +73,10 @@ def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra
     return kw
 
 
-def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = ()) -> list[dict]:
-    """plain, DFLASH, DDTREE per budget; plus, per `eager_stage_budgets`, DDTREE with its tree stage
+def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets: tuple[int, ...] = BUDGETS,
+                 tokens: int = 65536) -> list[dict]:
+    """plain, DFLASH, DDTREE per budget, each engine with a KV pool of `tokens` (a pair widened to an
+    8B shape, widen_pair.py, needs ~150 KB a token); plus, per `eager_stage_budgets`, DDTREE with its tree stage
     launched kernel by kernel (variant "eager stage": DDTREE_GRAPH_TREE_STAGE=0 in that engine; the
     default replays it from a CUDA graph)."""
     t, d = str(pair / "target"), str(pair / "draft")
@@ -82,13 +84,13 @@ def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = ()) -> list[
     out = [{"name": "plain", "algo": "plain", "budget": None, "extra": {}},
            {"name": "dflash", "algo": "DFLASH", "budget": None, "extra": dict(spec, speculative_algorithm="DFLASH")}]
     out += [{"name": f"ddtree_b{b}", "algo": "DDTREE", "budget": b,
-             "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)} for b in BUDGETS]
+             "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)} for b in budgets]
     out += [{"name": f"ddtree_b{b}_eager_stage", "algo": "DDTREE", "budget": b, "variant": "eager stage",
              "env": {"DDTREE_GRAPH_TREE_STAGE": "0"},
              "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)}
             for b in eager_stage_budgets]
     for c in out:
-        c["engine"] = engine_kwargs(t, t, max_bs=max(BATCHES), tokens=65536, extra=c.pop("extra"))
+        c["engine"] = engine_kwargs(t, t, max_bs=max(BATCHES), tokens=tokens, extra=c.pop("extra"))
         c["phase"] = "pair"
     return out
 
@@ -469,6 +471,10 @@ def main() -> None:
     ap.add_argument("--max-new", type=int, default=128)
     ap.add_argument("--big-max-new", type=int, default=64)
     ap.add_argument("--prompt-len", type=int, default=128)
+    ap.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS),
+                    help=f"DDTREE budgets of the pair phases (default {' '.join(map(str, BUDGETS))}; one engine each)")
+    ap.add_argument("--pair-tokens", type=int, default=65536,
+                    help="KV pool of each pair engine, in tokens (a widened pair: widen_pair.py; 16384 suits batch 32)")
     ap.add_argument("--eager-stage-budgets", nargs="*", type=int, default=[],
                     help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=0 (the tree stage "
                          "launched kernel by kernel), beside the default (one CUDA graph replay)")
@@ -517,7 +523,7 @@ def main() -> None:
         a.pair = tokenizer_only_pair(a.work / "tokenizer-only")
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
-    cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets)) if pair_wanted else []) + \
+    cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets), tuple(a.budgets), a.pair_tokens) if pair_wanted else []) + \
         (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles), a.big_eager_stage,
                      a.big_reorder)
          if "big" in wanted else [])

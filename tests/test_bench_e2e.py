@@ -247,6 +247,15 @@ def test_eager_stage_variant_runs_beside_the_default_ddtree_but_not_in_the_goals
     assert "0.50" in line and "MISS" in line  # the default ddtree_b64 (0.5x), not the eager-stage variant (2x)
 
 
+def test_pair_budgets_and_kv_pool_are_chosen(tmp_path: Path) -> None:
+    """--budgets 16 32 --pair-tokens 16384 (a pair widened to the 8B shape): one DDTREE engine per budget
+    named, every engine's pool that size."""
+    cfgs = bench_e2e.pair_configs(tmp_path / "pair", budgets=(16, 32), tokens=16384)
+    assert [c["name"] for c in cfgs] == ["plain", "dflash", "ddtree_b16", "ddtree_b32"]
+    assert {c["engine"]["max_total_tokens"] for c in cfgs} == {16384}
+    assert len(bench_e2e.pair_configs(tmp_path / "pair")) == 2 + len(bench_e2e.BUDGETS)
+
+
 def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path) -> None:
     """--big-backends triton flashinfer: one DFLASH and one DDTREE engine per backend, and the report
     keeps each backend's ratios (and its goal line) apart."""

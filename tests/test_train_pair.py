@@ -82,6 +82,54 @@ def test_sglang_loads_the_pair_and_its_draft_matches_the_training_module(venv, t
     assert report["max_abs_diff"] < 1e-4 * max(1.0, report["max_abs"])
 
 
+@pytest.fixture(scope="module")
+def widened(venv, trained, tmp_path_factory) -> tuple[Path, dict]:
+    """The tiny pair widened to scripts/widen_pair.py's `small` shape (its checks run on the CPU)."""
+    out = tmp_path_factory.mktemp("wide") / "pair"
+    done = subprocess.run(
+        [str(venv[0]), str(REPO / "scripts" / "widen_pair.py"), str(trained[0]), str(out), "--shape", "small",
+         "--device", "cpu"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return out, json.loads((out / "manifest.json").read_text())
+
+
+def test_the_widened_pair_computes_what_the_pair_does(trained, widened) -> None:
+    """Wider hidden, MLP, heads, vocab and more layers: the target's and the drafter's logits over the
+    trained vocab stay the pair's (float32, within rounding), and no new token reaches a top 64."""
+    out, manifest = widened
+    tcfg = json.loads((out / "target" / "config.json").read_text())
+    dcfg = json.loads((out / "draft" / "config.json").read_text())
+    assert (tcfg["hidden_size"], tcfg["num_hidden_layers"], tcfg["num_attention_heads"], tcfg["vocab_size"]) == (
+        256, 5, 8, 700)
+    assert dcfg["num_hidden_layers"] == 3 and dcfg["num_target_layers"] == 5
+    assert dcfg["dflash_config"] == json.loads((trained[0] / "draft" / "config.json").read_text())["dflash_config"]
+    for name in ("target", "draft"):
+        r = manifest["widened"]["check"][name]
+        assert r["argmax_agree"] == 1.0 and r["new_token_margin_vs_top64"] < -100, r
+        assert r["max_abs_diff"] < 1e-3 * max(1.0, r["logit_range"]), r
+    assert (out / "target" / "tokenizer.json").read_bytes() == (trained[0] / "target" / "tokenizer.json").read_bytes()
+
+
+def test_sglang_loads_the_widened_pair(venv, widened) -> None:
+    """SGLang 0.5.15's own Qwen3 and DFlashDraftModel load every widened weight, and its draft computes
+    what the training module computes on the widened weights."""
+    python, site = venv
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "SGLANG_USE_CPU_ENGINE": "1"}
+    done = subprocess.run(
+        [str(python), str(REPO / "tests" / "cpu_serverargs" / "pair_load_probe.py"), str(REPO), str(widened[0])],
+        capture_output=True, text=True, env=env, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    # a tensor equal before and after loading can only be an all-zero one of the layers widen_pair adds
+    # (trained: 3 target layers, 1 draft layer), where SGLang's init happened to be zeros too
+    assert {int(n.split(".")[2]) for n in report["target_not_loaded"]} <= {3, 4}
+    assert {int(n.split(".")[1]) for n in report["not_loaded"]} <= {1, 2}
+    assert report["max_abs_diff"] < 1e-4 * max(1.0, report["max_abs"])
+
+
 def test_the_benchmark_report_describes_the_pair(trained) -> None:
     import sys
 

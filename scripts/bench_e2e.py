@@ -449,6 +449,12 @@ def pair_notes(pair: Path) -> list[str]:
             f"target_layer_ids {s['target_layer_ids']} ({m['params']['draft'] / 1e6:.1f} M parameters, "
             f"{m['draft']['steps_done']} steps). Trained on {m['files']['train']} standard-library files "
             f"of Python {m['python']} ({m['tokens']['train']} tokens).")
+    if "widened" in m:
+        w = m["widened"]["shape"]
+        first += (f" Then widened by `scripts/widen_pair.py` to hidden {w['hidden']}, MLP {w['inter']}, "
+                  f"{w['layers']} target layers ({w['heads']} x 64 query / {w['kv_heads']} x 64 KV heads), vocab "
+                  f"{w['vocab']}, a {w['draft_layers']}-layer drafter: the same function (the trained weights in "
+                  f"the first dims, every other weight zero, new tokens' logits far below), at that shape's cost.")
     if "error" in est:
         return [first, f"Offline acceptance estimate failed: {est['error']}"]
     return [first,

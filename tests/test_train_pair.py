@@ -110,6 +110,12 @@ def test_the_widened_pair_computes_what_the_pair_does(trained, widened) -> None:
         assert r["argmax_agree"] == 1.0 and r["new_token_margin_vs_top64"] < -100, r
         assert r["max_abs_diff"] < 1e-3 * max(1.0, r["logit_range"]), r
     assert (out / "target" / "tokenizer.json").read_bytes() == (trained[0] / "target" / "tokenizer.json").read_bytes()
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import bench_e2e
+
+    assert "widened by `scripts/widen_pair.py` to hidden 256, MLP 320, 5 target layers" in bench_e2e.pair_notes(out)[0]
 
 
 def test_sglang_loads_the_widened_pair(venv, widened) -> None:

@@ -2,9 +2,10 @@
 # Unpacks the carried JIT / Triton caches, installs the gpurig bundle's SGLang afresh into
 # $SITE (a warm machine keeps the last call's patched install), patches it with
 # `ddtree-patch apply` (log: $OUT/apply.log) and leaves the shell in the repository root.
-# Returns 1 when the bundle or the patch fails. Sets REPO, RIG, OUT, SITE, PY.
+# Returns 1 when the bundle or the patch fails. Sets REPO, RIG, OUT, SITE (default /tmp/site, where the
+# bundle's env.sh installs; tests point it elsewhere), PY.
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-export RIG=${RIG:-$REPO/.gpurig} OUT=${OUT:-/tmp/out} PY=python3 SITE=/tmp/site
+export RIG=${RIG:-$REPO/.gpurig} OUT=${OUT:-/tmp/out} PY=python3 SITE=${SITE:-/tmp/site}
 mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
 [ -d "$RIG/jitcache" ] && cp -rn "$RIG"/jitcache/. /tmp/tvm-ffi-cache/ 2>/dev/null
 [ -f "$RIG/jitcache.tgz" ] && tar xzf "$RIG/jitcache.tgz" -C /tmp/tvm-ffi-cache 2>/dev/null

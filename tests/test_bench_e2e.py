@@ -9,6 +9,8 @@ and the markdown + plots are what is under test here. The real engines run in th
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 import time
 from argparse import Namespace
@@ -522,3 +524,43 @@ def test_the_command_names_the_runtime_switches_that_reach_the_engines() -> None
     assert bench_e2e.command_line(env, []) == \
         "DDTREE_VERIFY_TILE=M16N64w4 RIG=$PWD/.gpurig BUDGET_S=560 bash scripts/bench_e2e.sh --phases big"
     assert bench_e2e.command_line({}, ["--phases", "big"]) == "python scripts/bench_e2e.py --phases big"
+
+
+def test_bench_widened_trains_widens_benches_and_packs_one_file(tmp_path: Path) -> None:
+    """scripts/bench_widened.sh with a stand-in bundle and a stand-in python3 on PATH that logs its
+    calls: train (capped), widen, then bench_e2e's pair phase on the widened pair with the script's
+    defaults and the caller's options after them; everything lands in $OUT/bench.tgz."""
+    import tarfile
+
+    rig, bin_dir, out = tmp_path / "rig", tmp_path / "bin", tmp_path / "out"
+    (rig / "scripts").mkdir(parents=True)
+    (rig / "scripts" / "env.sh").write_text("return 0\n")
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    (bin_dir / "python3").write_text(f"""#!/bin/bash
+echo "$*" >> {calls}
+case "$1" in
+  scripts/train_pair.py) mkdir -p "$2" && echo '{{}}' > "$2/manifest.json"; echo "offline estimate" ;;
+  scripts/bench_e2e.py) shift; while [ "$1" != --out ]; do shift; done; mkdir -p "$2" && echo report > "$2/benchmarks.md" ;;
+esac
+""")
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RIG": str(rig), "OUT": str(out),
+           "SITE": str(tmp_path / "site"), "HOME": str(tmp_path), "PAIR": str(tmp_path / "pair"),
+           "WIDE": str(tmp_path / "wide"), "WORK": str(tmp_path / "work"), "TRAIN_CAPS": "30 20"}
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "ddtree_b16.log").write_text("engine log\n")
+    done = subprocess.run(["bash", str(REPO / "scripts" / "bench_widened.sh"), "--repeats", "5"], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = calls.read_text().splitlines()
+    assert lines[0] == f"-m ddtree_patch apply --target {tmp_path / 'site'}"
+    assert lines[1] == f"scripts/train_pair.py {tmp_path / 'pair'} --set target_cap_s=30 --set draft_cap_s=20"
+    assert lines[2] == f"scripts/widen_pair.py {tmp_path / 'pair'} {tmp_path / 'wide'} --no-check"
+    bench = lines[3].split()
+    assert bench[:3] == ["scripts/bench_e2e.py", "--pair", str(tmp_path / "wide")]
+    assert " --phases pair0 --budgets 16 32 --repeats 3 --pair-tokens 16384 " in lines[3]
+    assert bench[-2:] == ["--repeats", "5"]  # the caller's options come last, so they win
+    with tarfile.open(out / "bench.tgz") as t:
+        assert {"bench/benchmarks.md", "bench/ddtree_b16.log", "train.log", "widen.log"} <= set(t.getnames())
+    assert not (out / "bench").exists()

@@ -167,7 +167,10 @@ def greedy_check(prows: list[dict]) -> list[str]:
     total = sum(r["tie_diffs"] for r in judged) + n_bugs
     head = f"- Greedy outputs vs plain decoding, T=0 ({len(judged)} config x batch runs): {total} differences"
     if bugs:
-        return [f"{head}, **{n_bugs} not at a near-tie (bug)**: "
+        per_algo = {a: sum(r["bug_diffs"] for r in bugs if r["algo"] == a) for a in ("DFLASH", "DDTREE")}
+        control = (f" (DFLASH, SGLang's own speculative path and so the control for this rule, has "
+                   f"{per_algo['DFLASH']} of them, DDTREE {per_algo['DDTREE']})" if per_algo["DFLASH"] else "")
+        return [f"{head}, **{n_bugs} not at a near-tie (bug)**{control}: "
                 + ", ".join(f"{r['config']} batch {r['batch']} ({r['bug_diffs']})" for r in bugs)]
     return [f"{head}, all at near-ties of plain (top-2 logprob gap < {TIE_GAP})" if total else head]
 

@@ -85,6 +85,20 @@ def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
     assert "## Failures" in md
 
 
+def test_the_greedy_line_counts_the_dflash_control_beside_ddtree() -> None:
+    """Differences the near-tie rule does not explain, split by method: DFLASH is SGLang's own path, so
+    its count says how far the rule holds on these models; without any from DFLASH, no control clause."""
+    def row(config, algo, bugs, ties=0):
+        return {"temperature": 0, "config": config, "algo": algo, "batch": 8, "tie_diffs": ties, "bug_diffs": bugs}
+
+    (line,) = bench_report.greedy_check([row("dflash", "DFLASH", 3, 1), row("ddtree_b16", "DDTREE", 2),
+                                         row("ddtree_b32", "DDTREE", 4), row("plain", "NONE", 0)])
+    assert "**9 not at a near-tie (bug)** (DFLASH, SGLang's own speculative path and so the control for this " \
+           "rule, has 3 of them, DDTREE 6): dflash batch 8 (3)" in line
+    (line,) = bench_report.greedy_check([row("dflash", "DFLASH", 0, 1), row("ddtree_b16", "DDTREE", 2)])
+    assert "**2 not at a near-tie (bug)**: ddtree_b16 batch 8 (2)" in line
+
+
 def test_differences_from_plain_are_judged_at_the_first_differing_token() -> None:
     """gpu_matrix's rule: plain's top-2 gap at the first differing token < TIE_GAP = near-tie, else bug;
     a later near-tie does not excuse an earlier clear difference."""
@@ -148,7 +162,8 @@ def test_report_shows_near_ties_and_bugs(tmp_path: Path) -> None:
                                                "ddtree_b8": ("5/8", 1, 2)}))
     assert bench_report.greedy_check(rows) == [
         "- Greedy outputs vs plain decoding, T=0 (3 config x batch runs): 4 differences, **3 not at a near-tie "
-        "(bug)**: dflash batch 8 (1), ddtree_b8 batch 8 (2)"]
+        "(bug)** (DFLASH, SGLang's own speculative path and so the control for this rule, has 1 of them, DDTREE 2): "
+        "dflash batch 8 (1), ddtree_b8 batch 8 (2)"]
     rows = bench_report.pair_rows(_t0_records({"plain": ("8/8", 0, 0), "dflash": ("8/8", 0, 0)}))
     assert bench_report.greedy_check(rows) == ["- Greedy outputs vs plain decoding, T=0 (2 config x batch runs): "
                                                "0 differences"]

@@ -275,7 +275,10 @@ def compare_with_plain(ref: dict, got: list[list[int]]) -> dict:
     row = gpu_matrix.judge({"ok": True, "batch_ids": got, "single_ids": []}, plain)  # no runs alone here
     same = sum(x == y for x, y in zip(got, ref["output_ids"]))
     return {"same_as_plain": f"{same}/{len(ref['output_ids'])}", "tie_diffs": len(row["tie_diffs"]),
-            "bug_diffs": len(row["bug_diffs"])}
+            "bug_diffs": len(row["bug_diffs"]),
+            # plain's top-2 gap where each unexplained difference begins: bf16 logits near 10 round to
+            # 1/16, so gaps of that size say numerics, gaps of whole logits say a wrong token
+            "bug_gaps": sorted(round(d["plain_top2_gap"], 4) for d in row["bug_diffs"] if d["plain_top2_gap"] is not None)}
 
 
 def prompts_from(pair: Path, count: int, length: int) -> list[list[int]]:

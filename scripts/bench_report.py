@@ -88,6 +88,7 @@ def pair_rows(records: list[dict]) -> list[dict]:
             "same_as_plain": same[0]["same_as_plain"] if same else None,
             "tie_diffs": same[0].get("tie_diffs") if same else None,
             "bug_diffs": same[0].get("bug_diffs") if same else None,
+            "bug_gaps": same[0].get("bug_gaps", []) if same else [],
         })
     order = {name: i for i, name in enumerate(config_order(pair))}
     return sorted(rows, key=lambda r: (r["temperature"], r["batch"], order[r["config"]]))
@@ -170,8 +171,11 @@ def greedy_check(prows: list[dict]) -> list[str]:
         per_algo = {a: sum(r["bug_diffs"] for r in bugs if r["algo"] == a) for a in ("DFLASH", "DDTREE")}
         control = (f" (DFLASH, SGLang's own speculative path and so the control for this rule, has "
                    f"{per_algo['DFLASH']} of them, DDTREE {per_algo['DDTREE']})" if per_algo["DFLASH"] else "")
+        gaps = sorted(g for r in bugs for g in r.get("bug_gaps") or [])
+        spread = (f"; plain's top-2 logprob gap where they begin: median {statistics.median(gaps):.3f}, "
+                  f"largest {gaps[-1]:.3f}" if gaps else "")
         return [f"{head}, **{n_bugs} not at a near-tie (bug)**{control}: "
-                + ", ".join(f"{r['config']} batch {r['batch']} ({r['bug_diffs']})" for r in bugs)]
+                + ", ".join(f"{r['config']} batch {r['batch']} ({r['bug_diffs']})" for r in bugs) + spread]
     return [f"{head}, all at near-ties of plain (top-2 logprob gap < {TIE_GAP})" if total else head]
 
 

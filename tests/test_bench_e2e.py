@@ -88,13 +88,16 @@ def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
 def test_the_greedy_line_counts_the_dflash_control_beside_ddtree() -> None:
     """Differences the near-tie rule does not explain, split by method: DFLASH is SGLang's own path, so
     its count says how far the rule holds on these models; without any from DFLASH, no control clause."""
-    def row(config, algo, bugs, ties=0):
-        return {"temperature": 0, "config": config, "algo": algo, "batch": 8, "tie_diffs": ties, "bug_diffs": bugs}
+    def row(config, algo, bugs, ties=0, gaps=()):
+        return {"temperature": 0, "config": config, "algo": algo, "batch": 8, "tie_diffs": ties, "bug_diffs": bugs,
+                "bug_gaps": list(gaps)}
 
-    (line,) = bench_report.greedy_check([row("dflash", "DFLASH", 3, 1), row("ddtree_b16", "DDTREE", 2),
+    (line,) = bench_report.greedy_check([row("dflash", "DFLASH", 3, 1, (0.05, 0.06, 0.5)),
+                                         row("ddtree_b16", "DDTREE", 2, 0, (0.03, 0.04)),
                                          row("ddtree_b32", "DDTREE", 4), row("plain", "NONE", 0)])
     assert "**9 not at a near-tie (bug)** (DFLASH, SGLang's own speculative path and so the control for this " \
            "rule, has 3 of them, DDTREE 6): dflash batch 8 (3)" in line
+    assert line.endswith("; plain's top-2 logprob gap where they begin: median 0.050, largest 0.500")
     (line,) = bench_report.greedy_check([row("dflash", "DFLASH", 0, 1), row("ddtree_b16", "DDTREE", 2)])
     assert "**2 not at a near-tie (bug)**: ddtree_b16 batch 8 (2)" in line
 
@@ -112,9 +115,10 @@ def test_differences_from_plain_are_judged_at_the_first_differing_token() -> Non
            [0, 0, 9],  # first differs at 0, clear there (ties later): a bug
            [0, 1, 1],  # differs at position 0, a near-tie
            [2, 0, 2]]  # gap exactly TIE_GAP is no near-tie
-    assert bench_e2e.compare_with_plain(ref, got) == {"same_as_plain": "1/5", "tie_diffs": 2, "bug_diffs": 2}
+    assert bench_e2e.compare_with_plain(ref, got) == {"same_as_plain": "1/5", "tie_diffs": 2, "bug_diffs": 2,
+                                                      "bug_gaps": [0.02, 1.0]}
     assert bench_e2e.compare_with_plain(ref, ref["output_ids"]) == {"same_as_plain": "5/5", "tie_diffs": 0,
-                                                                     "bug_diffs": 0}
+                                                                     "bug_diffs": 0, "bug_gaps": []}
 
 
 def _t0_records(judged: dict[str, tuple[str, int, int]]) -> list[dict]:

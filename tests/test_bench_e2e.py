@@ -78,7 +78,8 @@ def test_interleaved_repeats_and_report(tmp_path: Path) -> None:
     assert "worst 1.05 at batch" in md  # 0.0021 / 0.002 per round, equal rounds
     assert "| 8 | ddtree_b32 | 5.67 |" in md  # 17 tokens / 3 rounds
     assert "- Greedy outputs vs plain decoding, T=0 (12 config x batch runs): 4 differences, **2 not at a " \
-           "near-tie (bug)**: ddtree_b4 batch 8 (1), ddtree_b4 batch 32 (1)\n" in md
+           "near-tie (bug)**: ddtree_b4 batch 8 (1), ddtree_b4 batch 32 (1); plain's top-2 logprob gap where " \
+           "they begin: median " in md
     assert "| 7/8 (0 near-tie, 1 bug) |" in md and "| 31/32 (1 near-tie, 0 bug) |" in md
     for png in ("bench-e2e-accept.png", "bench-e2e-tokens-per-s.png"):
         assert (tmp_path / "docs" / png).stat().st_size > 1000 and f"]({png})" in md

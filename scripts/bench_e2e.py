@@ -37,6 +37,7 @@ sys.path.insert(0, str(HERE.parent))
 from patches import verify_tile  # noqa: E402  (the tile's syntax, as the engines parse it)
 
 BUDGETS = (4, 8, 16, 32, 64)
+PAIR_TOKENS = 65536  # each pair engine's KV pool (--pair-tokens)
 RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT")  # runtime switches, read by the engines
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
@@ -74,7 +75,7 @@ def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra
 
 
 def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets: tuple[int, ...] = BUDGETS,
-                 tokens: int = 65536) -> list[dict]:
+                 tokens: int = PAIR_TOKENS) -> list[dict]:
     """plain, DFLASH, DDTREE per budget, each engine with a KV pool of `tokens` (a pair widened to an
     8B shape, widen_pair.py, needs ~150 KB a token); plus, per `eager_stage_budgets`, DDTREE with its tree stage
     launched kernel by kernel (variant "eager stage": DDTREE_GRAPH_TREE_STAGE=0 in that engine; the
@@ -424,12 +425,8 @@ def log_warnings(workers, limit: int = 12) -> list[str]:
 def missing_log_lines(workers) -> list[str]:
     """A variant whose engine log lacks the line that proves it ran as asked (`log_must`): e.g. a
     reorder engine whose release blocked the reorder moved the KV instead, so its rows time the move."""
-    out = []
-    for w in workers:
-        must = w.cfg.get("log_must")
-        if must and must not in (w.log.read_text(errors="replace") if w.log.is_file() else ""):
-            out.append(f"{w.name}: its engine log lacks {must!r}; its rows do not time what they are named for")
-    return out
+    return [f"{w.name}: its engine log lacks {must!r}; its rows do not time what they are named for"
+            for w in workers if (must := gpu_matrix.missing_log_line(w.cfg, w.log))]
 
 
 def machine() -> str:
@@ -453,9 +450,9 @@ def pair_notes(pair: Path) -> list[str]:
             f"{m['draft']['steps_done']} steps). Trained on {m['files']['train']} standard-library files "
             f"of Python {m['python']} ({m['tokens']['train']} tokens).")
     if "widened" in m:
-        w = m["widened"]["shape"]
+        w, hd = m["widened"]["shape"], m["widened"]["head_dim"]
         first += (f" Then widened by `scripts/widen_pair.py` to hidden {w['hidden']}, MLP {w['inter']}, "
-                  f"{w['layers']} target layers ({w['heads']} x 64 query / {w['kv_heads']} x 64 KV heads), vocab "
+                  f"{w['layers']} target layers ({w['heads']} x {hd} query / {w['kv_heads']} x {hd} KV heads), vocab "
                   f"{w['vocab']}, a {w['draft_layers']}-layer drafter: the same function (the trained weights in "
                   f"the first dims, every other weight zero, new tokens' logits far below), at that shape's cost.")
     if "error" in est:
@@ -482,7 +479,7 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS),
                     help=f"DDTREE budgets of the pair phases (default {' '.join(map(str, BUDGETS))}; one engine each)")
-    ap.add_argument("--pair-tokens", type=int, default=65536,
+    ap.add_argument("--pair-tokens", type=int, default=PAIR_TOKENS,
                     help="KV pool of each pair engine, in tokens (a widened pair: widen_pair.py; 16384 suits batch 32)")
     ap.add_argument("--eager-stage-budgets", nargs="*", type=int, default=[],
                     help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=0 (the tree stage "

@@ -138,9 +138,8 @@ def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
         res = json.loads(res_path.read_text())
     else:
         res = {"name": cfg["name"], "ok": False, "error": f"no result (timeout or crash) after {time.time() - t0:.0f}s"}
-    if res.get("ok") and cfg.get("log_must") and \
-            cfg["log_must"] not in (out_dir / "logs" / f"{cfg['name']}.log").read_text(errors="replace"):
-        res = dict(res, ok=False, error=f"the engine's log lacks {cfg['log_must']!r}")
+    if res.get("ok") and (must := missing_log_line(cfg, out_dir / "logs" / f"{cfg['name']}.log")):
+        res = dict(res, ok=False, error=f"the engine's log lacks {must!r}")
     print(f"[{time.strftime('%T')}] {cfg['name']}: ok={res.get('ok')} t={time.time() - t0:.0f}s "
           f"{res.get('error', '')[:300]}", flush=True)
     if not res.get("ok"):
@@ -161,6 +160,12 @@ def first_diffs(ref: list[list[int]], got: list[list[int]]) -> list[tuple[int, i
         if a != b:
             diffs.append((i, next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))))
     return diffs
+
+
+def missing_log_line(cfg: dict, log: Path) -> str | None:
+    """`cfg["log_must"]` when the engine's log (missing: empty) lacks it: the engine did not run as asked."""
+    must = cfg.get("log_must")
+    return must if must and must not in (log.read_text(errors="replace") if log.is_file() else "") else None
 
 
 def judge(res: dict, plain: dict) -> dict:

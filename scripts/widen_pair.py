@@ -61,6 +61,15 @@ SHAPES = {
 }
 FINAL_C = 1024.0  # final norms' weight on the constant dim (bf16-exact)
 NEW_TOKEN_WEIGHT = 1024.0  # new tokens' lm_head entry on it (negated)
+TOP = 64  # `check`: new tokens must stay below the TOP-th trained logit (DDTree's largest top-K)
+MARGIN = f"new_token_margin_vs_top{TOP}"
+
+
+def _placed(t: torch.Tensor, *shape: int) -> torch.Tensor:
+    """A float32 zero tensor of `shape` with `t` in its leading corner (every widened weight's form)."""
+    out = torch.zeros(shape)
+    out[tuple(slice(0, n) for n in t.shape)] = t.float()
+    return out
 
 
 class Widener:
@@ -91,21 +100,18 @@ class Widener:
         return (i // self.group) * self.new_group + i % self.group
 
     def norm(self, w: torch.Tensor, final: bool = False) -> torch.Tensor:
-        out = torch.zeros(self.s.hidden)
-        out[:self.h] = w.float() * self.scale
+        out = _placed(w.float() * self.scale, self.s.hidden)
         if final:
             out[self.c] = FINAL_C
         return out
 
     def embedding(self, e: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(self.s.vocab, self.s.hidden)
-        out[:self.vocab, :self.h] = e.float()
+        out = _placed(e, self.s.vocab, self.s.hidden)
         out[:, self.c] = self.k
         return out
 
     def lm_head(self, w: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(self.s.vocab, self.s.hidden)
-        out[:self.vocab, :self.h] = w.float()
+        out = _placed(w, self.s.vocab, self.s.hidden)
         out[self.vocab:, self.c] = -NEW_TOKEN_WEIGHT
         return out
 
@@ -135,12 +141,9 @@ class Widener:
             out[p + f"self_attn.{name}.weight"] = sd[p + f"self_attn.{name}.weight"].float()
         for name in ("input_layernorm", "post_attention_layernorm"):
             out[p + f"{name}.weight"] = self.norm(sd[p + f"{name}.weight"])
-        gate, up = torch.zeros(self.s.inter, self.s.hidden), torch.zeros(self.s.inter, self.s.hidden)
-        gate[:self.inter, :self.h] = sd[p + "mlp.gate_proj.weight"].float()
-        up[:self.inter, :self.h] = sd[p + "mlp.up_proj.weight"].float()
-        down = torch.zeros(self.s.hidden, self.s.inter)
-        down[:self.h, :self.inter] = sd[p + "mlp.down_proj.weight"].float()
-        out.update({p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up, p + "mlp.down_proj.weight": down})
+        for name in ("gate_proj", "up_proj"):
+            out[p + f"mlp.{name}.weight"] = _placed(sd[p + f"mlp.{name}.weight"], self.s.inter, self.s.hidden)
+        out[p + "mlp.down_proj.weight"] = _placed(sd[p + "mlp.down_proj.weight"], self.s.hidden, self.s.inter)
         return out
 
     def silent_layer(self, p: str) -> dict[str, torch.Tensor]:
@@ -159,9 +162,7 @@ class Widener:
     def fc(self, w: torch.Tensor) -> torch.Tensor:
         """DFlash's fc [H, F * H] over F captured layers -> [H', F * H']."""
         f = w.shape[1] // self.h
-        out = torch.zeros(self.s.hidden, f, self.s.hidden)
-        out[:self.h, :, :self.h] = w.float().view(self.h, f, self.h)
-        return out.view(self.s.hidden, f * self.s.hidden)
+        return _placed(w.view(self.h, f, self.h), self.s.hidden, f, self.s.hidden).view(self.s.hidden, f * self.s.hidden)
 
     def config(self, cfg: dict, layers: int) -> dict:
         out = dict(cfg, hidden_size=self.s.hidden, intermediate_size=self.s.inter, num_hidden_layers=layers,
@@ -221,23 +222,25 @@ def widen(pair: Path, out: Path, shape: Shape) -> Widener:
             if f.name not in ("config.json", "model.safetensors") and f.is_file():
                 shutil.copy(f, d / f.name)
     manifest = json.loads((pair / "manifest.json").read_text())
-    manifest["widened"] = {"from": str(pair), "shape": vars(shape), "constant_dim": w.c, "constant": w.k,
+    manifest["widened"] = {"from": str(pair), "shape": vars(shape), "head_dim": w.head_dim, "constant_dim": w.c,
+                           "constant": w.k,
                            "final_c": FINAL_C, "new_token_weight": NEW_TOKEN_WEIGHT}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     return w
 
 
 @torch.no_grad()
-def check(pair: Path, out: Path, device: str, rows: int = 4, seq: int = 96, top: int = 64) -> dict:
+def check(pair: Path, out: Path, device: str, rows: int = 4, seq: int = 96) -> dict:
     """The widened pair against the trained one, in float32 on `device`, on held-out-like windows of
     the pair's own greedy text: the target's logits over the trained vocab and the drafter's block
     logits (its features from each target's own captured layers), their largest differences and
-    argmax agreement; and the margin of new tokens: the highest new-token logit minus the `top`-th
-    highest trained one, over every position (negative = never in a top-`top`)."""
+    argmax agreement; and the margin of new tokens (`MARGIN`): the highest new-token logit minus the
+    TOP-th highest trained one, over every position (negative = never in a top-TOP)."""
     from safetensors.torch import load_file
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     import dflash_draft as dd
+    from train_pair import FeatureTap
 
     def load(folder: Path):
         dcfg = json.loads((folder / "draft" / "config.json").read_text())
@@ -253,17 +256,13 @@ def check(pair: Path, out: Path, device: str, rows: int = 4, seq: int = 96, top:
         return model.to(device).eval(), draft.to(device).eval(), dcfg
 
     def run(model, draft, dcfg, ids):
-        layer_ids, block = dcfg["dflash_config"]["target_layer_ids"], dcfg["block_size"]
-        feats = {}
-        hooks = [model.model.layers[i].register_forward_hook(
-            lambda _m, _i, o, i=i: feats.__setitem__(i, o[0] if isinstance(o, tuple) else o)) for i in layer_ids]
+        block = dcfg["block_size"]
+        tap = FeatureTap(model, dcfg["dflash_config"]["target_layer_ids"])
         logits = model(input_ids=ids).logits.float()
-        for h in hooks:
-            h.remove()
         anchors = torch.arange(seq // 2, seq - 1, device=ids.device).expand(ids.shape[0], -1).contiguous()
         noise, pos, _, _ = dd.block_inputs(ids, anchors, block, dcfg["dflash_config"]["mask_token_id"])
         mask = dd.block_mask(anchors, seq, block)
-        hidden = draft(model.model.embed_tokens(noise), torch.cat([feats[i] for i in layer_ids], -1), pos, mask)
+        hidden = draft(model.model.embed_tokens(noise), tap.features(), pos, mask)
         return logits, model.lm_head(hidden).float()
 
     small, small_draft, dcfg = load(pair)
@@ -282,7 +281,7 @@ def check(pair: Path, out: Path, device: str, rows: int = 4, seq: int = 96, top:
         new_best = got[..., vocab:].max(-1).values
         report[name] = {"max_abs_diff": float((kept - ref).abs().max()), "logit_range": float(ref.abs().max()),
                         "argmax_agree": float((kept.argmax(-1) == ref.argmax(-1)).float().mean()),
-                        f"new_token_margin_vs_top{top}": float((new_best - kept.topk(min(top, vocab), -1).values[..., -1]).max())}
+                        MARGIN: float((new_best - kept.topk(min(TOP, vocab), -1).values[..., -1]).max())}
     return report
 
 
@@ -311,7 +310,7 @@ def main() -> None:
     manifest["widened"]["check"] = report
     (a.out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     print(json.dumps(report), flush=True)
-    bad = [n for n, r in report.items() if r["argmax_agree"] < 1.0 or r[next(k for k in r if k.startswith("new_"))] >= 0]
+    bad = [n for n, r in report.items() if r["argmax_agree"] < 1.0 or r[MARGIN] >= 0]
     if bad:
         raise SystemExit(f"the widened {', '.join(bad)} does not compute what the pair does: {report}")
 

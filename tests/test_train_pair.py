@@ -115,7 +115,8 @@ def test_the_widened_pair_computes_what_the_pair_does(trained, widened) -> None:
     sys.path.insert(0, str(REPO / "scripts"))
     import bench_e2e
 
-    assert "widened by `scripts/widen_pair.py` to hidden 256, MLP 320, 5 target layers" in bench_e2e.pair_notes(out)[0]
+    assert "widened by `scripts/widen_pair.py` to hidden 256, MLP 320, 5 target layers (8 x 32 query / 2 x 32 KV " \
+        "heads)" in bench_e2e.pair_notes(out)[0]
 
 
 def test_sglang_loads_the_widened_pair(venv, widened) -> None:

@@ -3,7 +3,8 @@
     python scripts/make_cpu_venv.py            # every release with a recipe (0.5.15, 0.5.23)
     python scripts/make_cpu_venv.py 0.5.23     # just one
 
-Each venv lands in $DDTREE_PATCH_VENV_CACHE/<version> (default ~/.cache/ddtree-patch/venvs);
+Each venv lands in $DDTREE_PATCH_VENV_CACHE/<version> (default ~/.cache/ddtree-patch/venvs; a post
+release without a recipe of its own shares its base release's venv);
 a venv that is already up to date is left alone. `tests/test_serverargs_behaviour.py` builds
 them on demand too; this script is for warming a cache ahead of time and for timing a build.
 """

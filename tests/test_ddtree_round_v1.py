@@ -11,6 +11,7 @@ a request that reaches max_new_tokens inside a round stops there, and the widths
 penalty (greedy, and sampled with per-request seeds) the output must equal sequential decoding of
 the target with that penalty, which leaves the absorbing token the unpenalised target repeats; a
 batch with a custom logit processor is refused with the reason before the round touches it.
+DDTREE_RUNTIME_RELEASES selects other v1 releases (0.5.12.post1, 0.5.13.post1).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.cpu_serverargs.venv_builder import runtime_releases
 from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
-V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
+V1_RELEASES = runtime_releases(("0.5.11", "0.5.12", "0.5.13"))
 BUDGETS = (0, 1, 7, 8, 32)
 PAGED = ("paged:4:8", "paged:4:32", "paged:16:8")  # page:budget
 REORDER = ("reorder:1:8", "reorder:1:32", "reorder:4:8")  # DDTREE_KV_COMMIT=reorder, page:budget

@@ -2,9 +2,11 @@
 
 The venv holds dependencies only; the SGLang release itself is installed elsewhere with
 `--no-deps --target` and put on PYTHONPATH, so one venv serves any number of patched copies.
-Venvs live in $DDTREE_PATCH_VENV_CACHE/<version> (default ~/.cache/ddtree-patch/venvs/<version>)
-and are rebuilt only when their requirements file or the Python version changes. A file lock
-makes concurrent builders wait for each other instead of racing on the same folder.
+Venvs live in $DDTREE_PATCH_VENV_CACHE/<recipe> (default ~/.cache/ddtree-patch/venvs/<recipe>), where
+the recipe is the release's requirements-<version>.txt or, for a post release without one (0.5.15.post1),
+its base release's: both then share one venv, so switching between them rebuilds nothing. A venv is
+rebuilt only when its requirements file or the Python version changes. A file lock makes concurrent
+builders wait for each other instead of racing on the same folder.
 """
 
 from __future__ import annotations
@@ -22,15 +24,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from packaging.version import InvalidVersion, Version
+
 HERE = Path(__file__).resolve().parent
 # The releases whose server-arg resolution tests/test_serverargs_behaviour.py probes; any release
-# with a requirements-<version>.txt here gets a venv (the v1 round test uses 0.5.11-0.5.13).
+# with a recipe here (`recipe_version`) gets a venv (the v1 round test uses 0.5.11-0.5.13).
 RELEASES_ENV = "DDTREE_RUNTIME_RELEASES"  # comma-separated: replaces a runtime test's release list locally
 
 
 def runtime_releases(default: tuple[str, ...]) -> tuple[str, ...]:
     """The releases a CPU runtime test drives: `default` in CI, DDTREE_RUNTIME_RELEASES for a local
-    run on others (any release with a requirements-<version>.txt here)."""
+    run on others (any release with a recipe here: `recipe_version`)."""
     chosen = os.environ.get(RELEASES_ENV, "")
     return tuple(v.strip() for v in chosen.split(",") if v.strip()) or default
 
@@ -50,6 +54,20 @@ def venv_cache() -> Path:
 
 def requirements_file(version: str) -> Path:
     return HERE / f"requirements-{version}.txt"
+
+
+def recipe_version(version: str) -> str:
+    """The release whose requirements file builds `version`'s venv: its own, else its base release's
+    (a post release changes SGLang's code, rarely its pins; `pin_conflicts` refuses it where it does)."""
+    try:
+        candidates = (version, Version(version).base_version)
+    except InvalidVersion:
+        candidates = (version,)
+    for candidate in candidates:
+        if requirements_file(candidate).is_file():
+            return candidate
+    known = sorted(p.stem.removeprefix("requirements-") for p in HERE.glob("requirements-*.txt"))
+    raise ValueError(f"no CPU venv recipe for sglang {version}; known: {', '.join(known)}")
 
 
 def _normal(name: str) -> str:
@@ -79,13 +97,15 @@ def release_pins(metadata: str) -> dict[str, str]:
 
 
 def pin_conflicts(version: str, metadata: str) -> list[str]:
-    """Where the requirements file disagrees with an exact pin of the release (torch aside)."""
-    ours = requirement_pins(requirements_file(version).read_text(encoding="utf-8"))
+    """Where the requirements file `version` is built from disagrees with an exact pin of the
+    release's own METADATA (torch aside)."""
+    recipe = recipe_version(version)
+    ours = requirement_pins(requirements_file(recipe).read_text(encoding="utf-8"))
     theirs = release_pins(metadata)
     if "transformers" not in theirs:
         return [f"sglang {version} pins no transformers version in its METADATA"]
     return [
-        f"{name}: requirements-{version}.txt has {ours[name]}, sglang {version} pins {pin}"
+        f"{name}: requirements-{recipe}.txt has {ours[name]}, sglang {version} pins {pin}"
         for name, pin in sorted(theirs.items())
         if name in ours and name not in NOT_FROM_RELEASE and ours[name] != pin
     ]
@@ -136,17 +156,16 @@ def ensure_venv(version: str, metadata: str) -> Path:
     """The venv for SGLang `version` (built now if missing or out of date); returns its python.
 
     `metadata` is the release's METADATA: building refuses when the requirements file disagrees
-    with a version the release pins (transformers above all).
+    with a version the release pins (transformers above all). The folder, lock and stamp are the
+    recipe's, so a post release reuses its base release's venv.
     """
-    if not requirements_file(version).is_file():
-        known = sorted(p.stem.removeprefix("requirements-") for p in HERE.glob("requirements-*.txt"))
-        raise ValueError(f"no CPU venv recipe for sglang {version}; known: {', '.join(known)}")
+    recipe = recipe_version(version)
     conflicts = pin_conflicts(version, metadata)
     if conflicts:
         raise ValueError("requirements disagree with the release:\n" + "\n".join(conflicts))
-    venv = venv_cache() / version
-    wanted = _wanted_stamp(version)
-    with _locked(venv_cache() / f".{version}.lock"):
+    venv = venv_cache() / recipe
+    wanted = _wanted_stamp(recipe)
+    with _locked(venv_cache() / f".{recipe}.lock"):
         current = _current_stamp(venv) or {}
         if all(current.get(key) == value for key, value in wanted.items()):
             return venv_python(venv)
@@ -158,7 +177,7 @@ def ensure_venv(version: str, metadata: str) -> Path:
         _run_logged(
             [
                 str(venv_python(venv)), "-m", "pip", "install", "--disable-pip-version-check",
-                "--no-deps", "--no-input", "-r", str(requirements_file(version)),
+                "--no-deps", "--no-input", "-r", str(requirements_file(recipe)),
             ],
             log,
         )  # fmt: skip

@@ -85,16 +85,17 @@ def _key_value(key):
 
 
 @triton.jit
-def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles_per_split, splits,
+def _scan_kernel(logits_ptr, gmax_ptr, smax_ptr, m_ptr, s_ptr, V, n_tiles, tiles_per_split, splits, first_split,
                  GROUP: tl.constexpr, SUPER: tl.constexpr, SPT: tl.constexpr, PREFETCH: tl.constexpr,
                  FAST_EXP: tl.constexpr):
     """Tiles [SUPER groups, SPT super-groups, GROUP logits] (super-group in the middle, so each warp
     owns whole super-groups and no maximum crosses warps): group and super-group maxima out;
     per-group running max / sum-exp kept in registers, folded into one (max, sum) at the end.
     PREFETCH: the next tile's load is issued before this tile's arithmetic (its latency hidden).
-    FAST_EXP: each logit's exp by `fast_exp` (one instruction compiled) instead of tl.exp."""
+    FAST_EXP: each logit's exp by `fast_exp` (one instruction compiled) instead of tl.exp.
+    `first_split`: a launch may cover only splits first_split.. (a vocabulary chunk, `launch_scan`)."""
     row = tl.program_id(0).to(tl.int64)
-    split = tl.program_id(1)
+    split = tl.program_id(1) + first_split
     sup = tl.arange(0, SPT)
     grp = tl.arange(0, SUPER)
     cols = tl.arange(0, GROUP)
@@ -271,6 +272,51 @@ class ScanParts(NamedTuple):
     part_s: torch.Tensor
 
 
+class ScanLayout(NamedTuple):
+    """How the scan cuts each row: `splits` programs of `per_split` tiles of `tile` logits."""
+
+    n_tiles: int
+    per_split: int
+    splits: int
+    supers: int  # super-groups per tile
+
+    @property
+    def tile(self) -> int:
+        return self.supers * SUPER * GROUP
+
+
+def scan_layout(rows: int, vocab: int, device: torch.device, splits: int | None = None,
+                programs_per_sm: int = PROGRAMS_PER_SM, scan_supers: int | None = None) -> ScanLayout:
+    """The split of each row (default: enough programs for `programs_per_sm` per SM); no split is empty."""
+    spt = scan_supers or SCAN_SUPERS
+    n_tiles = triton.cdiv(vocab, spt * SUPER * GROUP)
+    splits = max(1, min(n_tiles, splits or _default_splits(rows, device, programs_per_sm)))
+    per_split = triton.cdiv(n_tiles, splits)
+    return ScanLayout(n_tiles, per_split, triton.cdiv(n_tiles, per_split), spt)
+
+
+def empty_scan_parts(rows: int, layout: ScanLayout, dtype: torch.dtype, device: torch.device) -> ScanParts:
+    groups = layout.n_tiles * layout.supers * SUPER
+    return ScanParts(torch.empty((rows, groups), dtype=dtype, device=device),
+                     torch.empty((rows, layout.n_tiles * layout.supers), dtype=dtype, device=device),
+                     torch.empty((rows, layout.splits), dtype=torch.float32, device=device),
+                     torch.empty((rows, layout.splits), dtype=torch.float32, device=device))
+
+
+def launch_scan(logits: torch.Tensor, parts: ScanParts, layout: ScanLayout, first_split: int = 0,
+                n_splits: int | None = None, scan_warps: int = SCAN_WARPS, prefetch: bool = SCAN_PREFETCH,
+                fast_exp: bool = SCAN_FAST_EXP) -> None:
+    """Scan splits `first_split .. first_split + n_splits` (default: the rest) of every row of the
+    `[rows, V]` logits (rows V apart) into `parts`; what a split writes does not depend on the launch
+    it ran in, so scanning a row's splits in several launches gives the same parts as one."""
+    rows, vocab = logits.shape
+    n_splits = layout.splits - first_split if n_splits is None else n_splits
+    if rows and n_splits > 0:
+        _scan_kernel[(rows, n_splits)](logits, *parts, vocab, layout.n_tiles, layout.per_split, layout.splits,
+                                       first_split, GROUP=GROUP, SUPER=SUPER, SPT=layout.supers, PREFETCH=prefetch,
+                                       FAST_EXP=fast_exp, num_warps=scan_warps)
+
+
 def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int = SCAN_WARPS,
                programs_per_sm: int = PROGRAMS_PER_SM, scan_supers: int | None = None,
                prefetch: bool = SCAN_PREFETCH, fast_exp: bool = SCAN_FAST_EXP) -> ScanParts:
@@ -279,20 +325,41 @@ def scan_stage(logits: torch.Tensor, splits: int | None = None, scan_warps: int 
     `topk_parts_stream`'s other knobs do; `fast_exp` (`fast_math.fast_exp` for each logit's exp)
     changes the LSE within float32 rounding."""
     rows, vocab = logits.shape
-    dev = logits.device
-    spt = scan_supers or SCAN_SUPERS
-    n_tiles = triton.cdiv(vocab, spt * SUPER * GROUP)
-    splits = max(1, min(n_tiles, splits or _default_splits(rows, dev, programs_per_sm)))
-    per_split = triton.cdiv(n_tiles, splits)
-    splits = triton.cdiv(n_tiles, per_split)
-    parts = ScanParts(torch.empty((rows, n_tiles * spt * SUPER), dtype=logits.dtype, device=dev),
-                      torch.empty((rows, n_tiles * spt), dtype=logits.dtype, device=dev),
-                      torch.empty((rows, splits), dtype=torch.float32, device=dev),
-                      torch.empty((rows, splits), dtype=torch.float32, device=dev))
-    _scan_kernel[(rows, splits)](logits, *parts, vocab, n_tiles, per_split, splits, GROUP=GROUP, SUPER=SUPER,
-                                 SPT=spt, PREFETCH=prefetch, FAST_EXP=fast_exp,
-                                 num_warps=scan_warps)
+    layout = scan_layout(rows, vocab, logits.device, splits, programs_per_sm, scan_supers)
+    parts = empty_scan_parts(rows, layout, logits.dtype, logits.device)
+    launch_scan(logits, parts, layout, scan_warps=scan_warps, prefetch=prefetch, fast_exp=fast_exp)
     return parts
+
+
+def _select_cap(k: int, select_cap: int | None) -> tuple[int, int]:
+    """(KP, the cap): KP = next power of two >= max(K, 2) (tl.topk needs k >= 2)."""
+    kp = max(2, triton.next_power_of_2(k))
+    if select_cap is None:
+        select_cap = SELECT_CAP_PER_KP * kp
+    if select_cap and (select_cap < 2 * kp or select_cap & (select_cap - 1)):
+        raise ValueError(f"select_cap={select_cap} must be 0 or a power of two >= 2 x {kp}")
+    return kp, select_cap
+
+
+def select_stage(logits: torch.Tensor, scan: ScanParts, k: int, select_cap: int | None = None) -> TopKParts:
+    """Stage 2 on the `[rows, V]` logits the scan read: TopKParts of `[rows, k]` / `[rows]`."""
+    rows, vocab = logits.shape
+    dev = logits.device
+    kp, select_cap = _select_cap(k, select_cap)
+    vals = torch.empty((rows, k), dtype=torch.float32, device=dev)
+    tok = torch.empty((rows, k), dtype=torch.int64, device=dev)
+    lse = torch.empty((rows,), dtype=torch.float32, device=dev)
+    if rows == 0:
+        return TopKParts(vals, tok, lse)
+    splits = scan.part_m.shape[1]
+    n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
+    scratch = torch.empty((rows, max(select_cap, 1)), dtype=torch.int64, device=dev)
+    _select_kernel[(rows,)](logits, *scan, vals, tok, lse, scratch, vocab, k, scan.gmax.shape[1],
+                            scan.smax.shape[1], splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
+                            NSP=max(kp, triton.next_power_of_2(n_supers)),
+                            SPLP=max(64, triton.next_power_of_2(splits)),  # one compiled variant for most shapes
+                            CAP=select_cap, num_warps=4 if kp <= 64 else 8)
+    return TopKParts(vals, tok, lse)
 
 
 def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,
@@ -308,30 +375,12 @@ def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
     _check(draft_logits, k)
     if k > STREAM_MAX_K:
         raise ValueError(f"k={k} exceeds the streaming kernel's {STREAM_MAX_K}")
+    _select_cap(k, select_cap)  # a bad cap fails before any launch
     bs, depth, vocab = draft_logits.shape
-    logits = draft_logits.contiguous()
-    dev = logits.device
-    rows = bs * depth
-    vals = torch.empty((bs, depth, k), dtype=torch.float32, device=dev)
-    tok = torch.empty((bs, depth, k), dtype=torch.int64, device=dev)
-    lse = torch.empty((bs, depth), dtype=torch.float32, device=dev)
-    if rows == 0:
-        return TopKParts(vals, tok, lse)
-    scan = scan_stage(logits.view(rows, vocab), splits, scan_warps, programs_per_sm, scan_supers)
-    splits = scan.part_m.shape[1]
-    kp = max(2, triton.next_power_of_2(k))  # tl.topk needs k >= 2
-    if select_cap is None:
-        select_cap = SELECT_CAP_PER_KP * kp
-    if select_cap and (select_cap < 2 * kp or select_cap & (select_cap - 1)):
-        raise ValueError(f"select_cap={select_cap} must be 0 or a power of two >= 2 x {kp}")
-    n_supers = triton.cdiv(triton.cdiv(vocab, GROUP), SUPER)
-    scratch = torch.empty((rows, max(select_cap, 1)), dtype=torch.int64, device=dev)
-    _select_kernel[(rows,)](logits, *scan, vals, tok, lse, scratch, vocab, k, scan.gmax.shape[1],
-                            scan.smax.shape[1], splits, GROUP=GROUP, SUPER=SUPER, KP=kp,
-                            NSP=max(kp, triton.next_power_of_2(n_supers)),
-                            SPLP=max(64, triton.next_power_of_2(splits)),  # one compiled variant for most shapes
-                            CAP=select_cap, num_warps=4 if kp <= 64 else 8)
-    return TopKParts(vals, tok, lse)
+    rows = draft_logits.contiguous().view(bs * depth, vocab)
+    scan = scan_stage(rows, splits, scan_warps, programs_per_sm, scan_supers) if bs * depth else None
+    parts = select_stage(rows, scan, k, select_cap)
+    return TopKParts(parts.values.view(bs, depth, k), parts.tokens.view(bs, depth, k), parts.lse.view(bs, depth))
 
 
 def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,

@@ -39,12 +39,17 @@ def draft_vocab_logits(hidden: torch.Tensor, lm_head: Any) -> torch.Tensor:
     whole lm_head once per request (H200, Qwen3-8B shape, batch 64: 17.8 ms per round against 1.4 ms
     for DFLASH's single GEMM; `scripts/profile_round.py`, docs/profile-8b.md).
     """
-    weight = lm_head.weight
-    shard = getattr(lm_head, "shard_indices", None)
-    num_vocab = int(shard.num_org_elements) if shard is not None else int(weight.shape[0])
+    weight = head_weight(lm_head)
     bs, length, _ = hidden.shape
     rows = hidden.reshape(bs * length, -1).to(weight.dtype)
-    return torch.mm(rows, weight[:num_vocab].T).view(bs, length, num_vocab)
+    return torch.mm(rows, weight.T).view(bs, length, weight.shape[0])
+
+
+def head_weight(lm_head: Any) -> torch.Tensor:
+    """The lm_head's rows of the original vocabulary (a shard's padding rows left out)."""
+    weight = lm_head.weight
+    shard = getattr(lm_head, "shard_indices", None)
+    return weight[: int(shard.num_org_elements)] if shard is not None else weight
 
 
 def move_accepted_kv(

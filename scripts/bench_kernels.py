@@ -48,6 +48,12 @@ Sections (`--sections`, all by default):
   whole call with the touched tokens listed every round and with the lists kept from round to round
   (the runtime's) plus their append at a commit, side by side; fails if either whole call differs
   from the reference in any bit.
+- head: the draft head's GEMM (cuBLAS, `--hidden` x V bf16, batch x depth rows) with the top-K after
+  it (today's runtime) against the GEMM run chunk by chunk with each chunk's scan right behind it
+  (`kernels/head_topk.py`), on the same stream and on a high-priority side stream, for each
+  `--head-chunks`; the chunked GEMM alone too. "top-K visible" = a form's time minus the one-GEMM
+  time: what the top-K adds to the head (issue 11: <= 60 us at batch 64, K=64). Fails if a form's
+  tokens differ from today's.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request); and
   "extra": every DDTree-only step of a round as the runtime runs it (top-K + LSE, tree build,
@@ -83,6 +89,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
+from kernels.head_topk import chunk_plan, head_topk_parts  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, TouchedLists, apply_path_penalties, path_adjust_torch,  # noqa: E402
                                     sparse_adjust_triton, path_tokens_torch, path_tokens_triton, touched_tokens)
@@ -94,7 +101,7 @@ from kernels.slot_reorder import reorder_path_slots_triton  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
 from kernels.vocab_topk import (GROUP, SELECT_CAP_PER_KP, SUPER, draft_topk_radix, draft_topk_stream,  # noqa: E402
-                                draft_topk_triton, scan_stage)
+                                draft_topk_triton, scan_stage, topk_parts_triton)
 from tests.cuda_graph import capture_graph  # noqa: E402
 from tests.kernels_reference import heap_tree, visibility  # noqa: E402
 
@@ -744,6 +751,55 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return records
 
 
+def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """One head GEMM + top-K (today) vs the chunked GEMM with each chunk's scan behind it, same stream
+    and side stream, per batch and chunk count; the top-K's visible cost is each form minus the GEMM."""
+    dev, k = args.device, args.topk_k[0]
+    gen = torch.Generator(device=dev).manual_seed(0)
+    weight = (torch.randn(args.vocab, args.hidden, generator=gen, device=dev) * 0.02).to(torch.bfloat16)
+    side = torch.cuda.Stream(priority=-1) if dev == "cuda" else None
+    out, table, differ = [], [], []
+    for bs in args.batch:
+        x = torch.randn(bs, args.depth, args.hidden, generator=gen, device=dev).to(torch.bfloat16)
+        rows = x.view(-1, args.hidden)
+
+        def gemm() -> torch.Tensor:
+            return torch.mm(rows, weight.T)
+
+        def today() -> object:
+            return topk_parts_triton(gemm().view(bs, args.depth, args.vocab), k)
+
+        fns: dict[str, Callable[[], object]] = {"GEMM": gemm, "GEMM + top-K": today}
+        want = today().tokens
+        for c in args.head_chunks:
+            _, plan = chunk_plan(bs * args.depth, args.vocab, c, rows.device)
+
+            def chunked(plan=plan) -> None:
+                logits = torch.empty(rows.shape[0], args.vocab, dtype=weight.dtype, device=dev)
+                for chunk in plan:
+                    torch.mm(rows, weight[chunk.start:chunk.stop].T, out=logits[:, chunk.start:chunk.stop])
+
+            fns[f"{len(plan)} chunks: GEMM"] = chunked
+            fns[f"{len(plan)} chunks: GEMM + scan, one stream"] = lambda c=c: head_topk_parts(x, weight, k, c)
+            if side is not None:
+                fns[f"{len(plan)} chunks: GEMM + scan, side stream"] = lambda c=c: head_topk_parts(x, weight, k, c, side)
+            for name in list(fns)[-2 if side is None else -3:]:
+                if "scan" in name and not torch.equal(fns[name]()[0].tokens, want):
+                    differ.append((bs, name))
+        t = timer.measure(fns)
+        base = t["GEMM"]["median"]
+        for name, stats in t.items():
+            visible = stats["median"] - base if name != "GEMM" else None
+            out.append({"batch": bs, "form": name, "us": stats, "topk_visible_us": visible})
+            table.append([str(bs), name, _cell(stats), "" if visible is None else f"{visible:.1f}"])
+    _table(f"Draft head + top-K, V={args.vocab}, H={args.hidden}, D={args.depth}, K={k}, bf16: us median [p10-p90]; "
+           "top-K visible = form - GEMM (issue 11: <= 60 us at batch 64)", ["batch", "form", "us", "top-K visible"],
+           table)
+    if differ:
+        raise RuntimeError(f"chunked forms chose other tokens than today's at {differ}")
+    return out
+
+
 def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
     cols = ["topk", "build", "mask", "walk", "commit", "move", "reorder", "build+mask+walk", "extra", "extra (reorder)",
@@ -821,7 +877,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
     "move": bench_move,
     "posterior": bench_posterior, "posterior-tune": bench_posterior_tune,
     "posterior-profile": bench_posterior_profile, "penalties": bench_penalties,
-    "round": bench_round,
+    "head": bench_head, "round": bench_round,
 }
 
 
@@ -841,6 +897,8 @@ def main() -> int:
                         help="posterior-tune's knob groups")
     parser.add_argument("--profile-cases", nargs="+", default=list(PROFILE_CASES), choices=list(PROFILE_CASES),
                         help="the posterior-profile section's cases")
+    parser.add_argument("--hidden", type=int, default=4096, help="head section: the draft features' width")
+    parser.add_argument("--head-chunks", type=int, nargs="+", default=[4, 8, 16], help="head section: chunk counts")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)

@@ -2,7 +2,7 @@
 
 usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
                             [--tp-size N] [--page-size N] [--attention-backend triton|flashinfer]
-                            [--kv-commit move|reorder|reorder-overlap]
+                            [--kv-commit move|reorder|reorder-overlap] [--head-chunks N]
 
 Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
 `offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
@@ -45,20 +45,24 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
             "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
 SUITES = ("base", "offchain")
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
-# What a DDTREE engine's log shows when it commits by reordering req_to_token (patches/kv_commit.py,
-# logged at info: --kv-commit reorder raises the engines' log level to info).
+# What a DDTREE engine's log shows (at warning, the engines' level) when it commits by reordering
+# req_to_token (patches/kv_commit.py) and when its draft head runs in chunks (patches/tree_stage.py's
+# HEAD_LOG begins so).
 REORDER_LOG = "DDTREE KV commit: reorder"
+HEAD_CHUNKS_LOG = "DDTREE draft head: {chunks} chunks"
 
 
 def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1,
-            attention_backend: str = "triton", eager_stage: bool = False, kv_commit: str = "move") -> list[dict]:
+            attention_backend: str = "triton", eager_stage: bool = False, kv_commit: str = "move",
+            head_chunks: int = 0) -> list[dict]:
     """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend, all
     of them (plain references included) run with that setting, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
     and the same KV page layout (issue 14: how the page sizes 16 and 64 were proven, docs/gpu-check.md).
     `kv_commit="reorder"`: every engine without the overlap scheduler (where the reordering commit
     needs no fence), DDTREE engines with DDTREE_KV_COMMIT=reorder and required to log that they ran it;
-    `"reorder-overlap"`: the same under the overlap scheduler (the fenced commit, 0.5.15+)."""
+    `"reorder-overlap"`: the same under the overlap scheduler (the fenced commit, 0.5.15+).
+    `head_chunks` N > 0: DDTREE engines with DDTREE_HEAD_CHUNKS=N, required to log that their head runs so."""
     out = (base_configs(eager_stage) if "base" in suites else []) + \
         (offchain_configs() if "offchain" in suites else [])
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
@@ -69,9 +73,17 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
     if extra:
         out = [dict(c, engine={**c.get("engine", {}), **extra}) for c in out]
     if kv_commit in ("reorder", "reorder-overlap"):
-        out = [dict(c, env={**c.get("env", {}), "DDTREE_KV_COMMIT": "reorder"}, log_must=REORDER_LOG,
-                    engine={**c.get("engine", {}), "log_level": "info"}) if c["algo"] == "DDTREE" else c for c in out]
+        out = _ddtree_switch(out, "DDTREE_KV_COMMIT", "reorder", REORDER_LOG)
+    if head_chunks:
+        out = _ddtree_switch(out, "DDTREE_HEAD_CHUNKS", str(head_chunks), HEAD_CHUNKS_LOG.format(chunks=head_chunks))
     return [with_own_ports(c, i) for i, c in enumerate(out)]
+
+
+def _ddtree_switch(cfgs: list[dict], name: str, value: str, log: str) -> list[dict]:
+    """DDTREE engines get the runtime switch `name=value` in their environment and must log `log`
+    (one line each must show: an engine that fell back would pass its row doing something else)."""
+    return [dict(c, env={**c.get("env", {}), name: value}, log_must=[*c.get("log_must", []), log])
+            if c["algo"] == "DDTREE" else c for c in cfgs]
 
 
 def with_own_ports(cfg: dict, index: int) -> dict:
@@ -163,9 +175,11 @@ def first_diffs(ref: list[list[int]], got: list[list[int]]) -> list[tuple[int, i
 
 
 def missing_log_line(cfg: dict, log: Path) -> str | None:
-    """`cfg["log_must"]` when the engine's log (missing: empty) lacks it: the engine did not run as asked."""
-    must = cfg.get("log_must")
-    return must if must and must not in (log.read_text(errors="replace") if log.is_file() else "") else None
+    """The first of `cfg["log_must"]` (one line or a list) that the engine's log (missing: empty) lacks:
+    the engine did not run as asked."""
+    must = cfg.get("log_must") or []
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    return next((line for line in ([must] if isinstance(must, str) else must) if line not in text), None)
 
 
 def judge(res: dict, plain: dict) -> dict:
@@ -311,6 +325,8 @@ def main() -> int:
                     help="reorder: DDTREE commits by reordering req_to_token (DDTREE_KV_COMMIT=reorder), every "
                          "engine without the overlap scheduler; reorder-overlap: the same under the overlap "
                          "scheduler (fenced, 0.5.15+)")
+    ap.add_argument("--head-chunks", type=int, default=0, metavar="N",
+                    help="DDTREE engines run their draft head in N chunks (DDTREE_HEAD_CHUNKS=N) and must log it")
     ap.add_argument("--eager-stage", action="store_true",
                     help=f"also time {EAGER_STAGE}: the timed DDTREE with its tree stage launched kernel by kernel")
     a = ap.parse_args()
@@ -318,7 +334,7 @@ def main() -> int:
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
     cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size, a.attention_backend,
-                   a.eager_stage, a.kv_commit)
+                   a.eager_stage, a.kv_commit, a.head_chunks)
     if a.only:
         models = {c["model"] for c in cfgs if c["name"] in a.only}
         cfgs = [c for c in cfgs if c["name"] in a.only

@@ -56,10 +56,8 @@ def test_reorder_commit_runs_every_engine_without_overlap_and_ddtree_with_the_co
     for a, b in zip(move, reorder):
         assert b["engine"]["disable_overlap_schedule"] is True
         if b["algo"] == "DDTREE":
-            assert b["env"]["DDTREE_KV_COMMIT"] == "reorder" and b["log_must"] == gpu_matrix.REORDER_LOG
-            assert b["engine"]["log_level"] == "info"
-            if not b.get("cuda_graph"):  # the CUDA-graph settings are read from the installed SGLang
-                assert gpu_engine_run.engine_kwargs(b)["log_level"] == "info"
+            assert b["env"]["DDTREE_KV_COMMIT"] == "reorder" and b["log_must"] == [gpu_matrix.REORDER_LOG]
+            assert "log_level" not in b["engine"]  # the line is a warning: the engines' own level shows it
         else:
             assert "DDTREE_KV_COMMIT" not in b.get("env", {}) and "log_must" not in b
     for sub in ("configs", "results", "logs"):
@@ -85,6 +83,26 @@ def test_reorder_under_overlap_keeps_the_overlap_scheduler() -> None:
     for a, b in zip(move, fenced):
         assert "disable_overlap_schedule" not in b["engine"]
         if b["algo"] == "DDTREE":
-            assert b["env"]["DDTREE_KV_COMMIT"] == "reorder" and b["log_must"] == gpu_matrix.REORDER_LOG
+            assert b["env"]["DDTREE_KV_COMMIT"] == "reorder" and b["log_must"] == [gpu_matrix.REORDER_LOG]
         else:
             assert b == a
+
+
+def test_head_chunks_give_ddtree_engines_the_switch_and_a_line_to_log(tmp_path) -> None:
+    """--head-chunks N (with the reorder too): only DDTREE engines get DDTREE_HEAD_CHUNKS=N, and each must log
+    both switches' lines; a log missing either fails the row."""
+    plain, both = gpu_matrix.configs(), gpu_matrix.configs(kv_commit="reorder-overlap", head_chunks=8)
+    head = gpu_matrix.HEAD_CHUNKS_LOG.format(chunks=8)
+    for a, b in zip(plain, both):
+        if b["algo"] == "DDTREE":
+            assert b["env"] == {**a.get("env", {}), "DDTREE_KV_COMMIT": "reorder", "DDTREE_HEAD_CHUNKS": "8"}
+            assert b["log_must"] == [gpu_matrix.REORDER_LOG, head]
+        else:
+            assert b == a
+    cfg = next(c for c in both if c["algo"] == "DDTREE")
+    log = tmp_path / "engine.log"
+    for text, missing in ((f"{gpu_matrix.REORDER_LOG}\n{head}, each scanned behind its GEMM\n", None),
+                          (f"{gpu_matrix.REORDER_LOG}\n", head), (f"{head}\n", gpu_matrix.REORDER_LOG), ("", gpu_matrix.REORDER_LOG)):
+        log.write_text(text)
+        assert gpu_matrix.missing_log_line(cfg, log) == missing
+    assert gpu_matrix.missing_log_line(cfg, tmp_path / "absent.log") == gpu_matrix.REORDER_LOG

@@ -1,6 +1,6 @@
 """Build (once, cached) the CPU venvs in which SGLang's own server-arg resolution is tested.
 
-    python scripts/make_cpu_venv.py            # every release with a recipe (0.5.15, 0.5.23)
+    python scripts/make_cpu_venv.py            # the CI releases (venv_builder.RELEASES)
     python scripts/make_cpu_venv.py 0.5.23     # just one
 
 Each venv lands in $DDTREE_PATCH_VENV_CACHE/<version> (default ~/.cache/ddtree-patch/venvs; a post

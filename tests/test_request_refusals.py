@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from patches.capabilities import CAPABILITIES
 from tests.cpu_serverargs.venv_builder import RELEASES
@@ -40,7 +41,7 @@ REFUSED_BY = {"json_schema": "grammar", "regex": "grammar", "ebnf": "grammar", "
 
 
 def _cases(version: str) -> dict:
-    if version >= "0.5.22":  # return_sampling_mask exists from 0.5.22
+    if Version(version) >= Version("0.5.22"):  # return_sampling_mask exists from 0.5.22
         return {**CASES, "sampling_mask": {"return_sampling_mask": True}}
     return CASES
 

@@ -72,7 +72,7 @@ def test_run_batch_serves_ddtree_rounds(patched: Patched, report: dict) -> None:
         assert result["final_seq_lens"] == result["expected_seq_lens"], result
         assert result["published"] == published, result  # on_publish once per round with overlap
     assert "on_publish" in report["modes"]["overlap"]["keywords"]
-    if patched.version >= "0.5.19":
+    if Version(patched.version) >= Version("0.5.19"):
         assert report["modes"]["plain"]["keywords"] == ["pp_proxy_tensors"]
 
 
@@ -136,7 +136,7 @@ def test_the_draft_runner_is_built_at_the_block_while_the_target_keeps_the_verif
         assert built["reorder_blocker"] is None, built
         assert (built["kv_commit_mode"], built["fenced"]) == ("move", False), built  # the default: no fence needed
         assert (reorder["kv_commit_mode"], reorder["fenced"]) == ("reorder", True), reorder
-    if patched.version < "0.5.17":  # no published config bags: the server-args copy is all there is
+    if Version(patched.version) < Version("0.5.17"):  # no published config bags: the server-args copy is all there is
         assert built["init_published_width"] is built["graphs_published_width"] is built["published_after"] is None
     else:
         assert built["init_published_width"] == built["graphs_published_width"] == 8

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+from packaging.version import Version
 
 from tests.sglang_releases import install_release, release_metadata
 from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv, release_pins
@@ -264,7 +265,7 @@ ABSENT_FLAGS_0_5_22 = {
 def test_patched_ddtree_refuses_absent_server_features(release: Release, patched: dict[str, Any]) -> None:
     from patches.capabilities import CAPABILITIES
 
-    flags = {**ABSENT_FLAGS, **(ABSENT_FLAGS_0_5_22 if release.version >= "0.5.22" else {})}
+    flags = {**ABSENT_FLAGS, **(ABSENT_FLAGS_0_5_22 if Version(release.version) >= Version("0.5.22") else {})}
     report = _probe(release, {name: args for name, (args, _) in flags.items()})
     for name, (_, capability) in flags.items():
         assert CAPABILITIES[capability].refusal in _rejection(report, name), name
@@ -299,7 +300,7 @@ def test_patched_ddtree_is_refused_mixed_chunk_at_start(release: Release, patche
     lines = [line for line in done.stdout.splitlines() if line.startswith(("DFLASH", "DDTREE"))]
     from patches.capabilities import CAPABILITIES
 
-    if release.version < "0.5.19":
+    if Version(release.version) < Version("0.5.19"):
         assert lines == ["DFLASH accepted, enable_mixed_chunk = False", "DDTREE accepted, enable_mixed_chunk = False"]
     else:
         assert lines == ["DFLASH accepted, enable_mixed_chunk = True",

@@ -25,7 +25,6 @@ from ddtree_patch.worker_fit import contract_warnings
 from patches import contract
 
 REPO = Path(__file__).resolve().parents[1]
-V1_RELEASES = ("0.5.11", "0.5.12", "0.5.13")
 
 BASE = '''
 class Root:

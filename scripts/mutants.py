@@ -203,9 +203,16 @@ WORKER = (
            "torch.where(on_path, depths, 2 * width)", "torch.where(on_path, 2 * width - 1 - depths, 2 * width)",
            ("tests/test_ddtree_round.py::test_reordering_commit_gives_the_moving_rounds",)),
     Mutant("draft head as a 3-D (per-request batched) GEMM", "patches/tree_round.py",
-           "return torch.mm(rows, weight[:num_vocab].T).view(bs, length, num_vocab)",
-           "return torch.matmul(hidden.to(weight.dtype), weight[:num_vocab].T)",
+           "return torch.mm(rows, weight.T).view(bs, length, weight.shape[0])",
+           "return torch.matmul(hidden.to(weight.dtype), weight.T)",
            ("tests/test_ddtree_round.py::test_draft_head_is_one_2d_gemm_over_the_original_vocab",)),
+    Mutant("head in chunks: K from the budget alone (the top-k cap ignored)", "patches/tree_stage.py",
+           "tree_topk(self.budget, weight.shape[0], self.topk)", "tree_topk(self.budget, weight.shape[0])",
+           ("tests/test_tree_stage.py::test_head_chunks_build_the_same_trees",)),
+    Mutant("head chunks: a chunk's columns start one tile late", "kernels/head_topk.py",
+           "        start = first * layout.per_split * layout.tile\n",
+           "        start = (first + 1) * layout.per_split * layout.tile\n",
+           ("tests/test_kernels_head_topk.py::test_chunks_cover_the_vocabulary_in_whole_splits",)),
 )
 
 CAPTURE = (
@@ -228,6 +235,9 @@ CAPTURE = (
 
 # Triton paths, interpreted on a CPU against their torch references (slower: one selection each).
 TRITON = (
+    Mutant("chunked scans: every launch starts at split 0", "kernels/vocab_topk.py",
+           "    split = tl.program_id(1) + first_split\n", "    split = tl.program_id(1)\n",
+           ("tests/test_kernels_head_topk.py::test_interleaved_parts_equal_the_scan_of_the_same_logits",)),
     Mutant("reorder: the path's padding counted below every node", "kernels/slot_reorder.py",
            "((acc[None, :] >= 0) & (acc[None, :] < nodes[:, None]))", "(acc[None, :] < nodes[:, None])",
            ("tests/test_kernels_slot_reorder.py::test_triton_equals_torch",)),

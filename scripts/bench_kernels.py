@@ -50,7 +50,8 @@ Sections (`--sections`, all by default):
   from the reference in any bit.
 - head: the draft head's GEMM (cuBLAS, `--hidden` x V bf16, batch x depth rows) with the top-K after
   it (today's runtime) against the GEMM run chunk by chunk with each chunk's scan right behind it
-  (`kernels/head_topk.py`), on the same stream and on a high-priority side stream, for each
+  (`kernels/head_topk.py`), on the same stream and on a side stream (high priority, as the runtime's,
+  and default priority), for each
   `--head-chunks`; the chunked GEMM alone too. "top-K visible" = a form's time minus the one-GEMM
   time: what the top-K adds to the head (issue 11: <= 60 us at batch 64, K=64). Fails if a form's
   tokens differ from today's.
@@ -757,7 +758,10 @@ def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
     dev, k = args.device, args.topk_k[0]
     gen = torch.Generator(device=dev).manual_seed(0)
     weight = (torch.randn(args.vocab, args.hidden, generator=gen, device=dev) * 0.02).to(torch.bfloat16)
-    side = torch.cuda.Stream(priority=-1) if dev == "cuda" else None
+    # the runtime's side stream (high priority: its scan blocks go first as GEMM blocks retire) and one at
+    # the default priority, to see what the priority does
+    sides = {"side stream": torch.cuda.Stream(priority=-1), "side stream, default priority": torch.cuda.Stream()} \
+        if dev == "cuda" else {}
     out, table, differ = [], [], []
     for bs in args.batch:
         x = torch.randn(bs, args.depth, args.hidden, generator=gen, device=dev).to(torch.bfloat16)
@@ -780,12 +784,11 @@ def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
                     torch.mm(rows, weight[chunk.start:chunk.stop].T, out=logits[:, chunk.start:chunk.stop])
 
             fns[f"{len(plan)} chunks: GEMM"] = chunked
-            fns[f"{len(plan)} chunks: GEMM + scan, one stream"] = lambda c=c: head_topk_parts(x, weight, k, c)
-            if side is not None:
-                fns[f"{len(plan)} chunks: GEMM + scan, side stream"] = lambda c=c: head_topk_parts(x, weight, k, c, side)
-            for name in list(fns)[-2 if side is None else -3:]:
-                if "scan" in name and not torch.equal(fns[name]()[0].tokens, want):
-                    differ.append((bs, name))
+            scans = {f"{len(plan)} chunks: GEMM + scan, one stream": lambda c=c: head_topk_parts(x, weight, k, c)}
+            scans.update({f"{len(plan)} chunks: GEMM + scan, {label}": (lambda c=c, st=st: head_topk_parts(x, weight, k, c, st))
+                          for label, st in sides.items()})
+            differ += [(bs, name) for name, fn in scans.items() if not torch.equal(fn()[0].tokens, want)]
+            fns.update(scans)
         t = timer.measure(fns)
         base = t["GEMM"]["median"]
         for name, stats in t.items():

@@ -162,19 +162,28 @@ def pack_tree_mask_torch(parent: torch.Tensor) -> torch.Tensor:
 
 
 def build_tree_mask(parent: torch.Tensor, prefix_lens: torch.Tensor,
-                    prefix_lens_sum: int | None = None, prefix_ones: bool = True) -> torch.Tensor:
+                    prefix_lens_sum: int | None = None, prefix_ones: bool = True,
+                    out: torch.Tensor | None = None) -> torch.Tensor:
     """Flat bool mask of all requests (layout in the module docstring); Triton on CUDA.
 
     `prefix_lens_sum` sizes the output and may be a host-side upper bound of sum(prefix_lens):
     the requests are packed from the start and the tail past them is padding (False on the torch
     path, unwritten on CUDA). Without it the sum is read from the device (a sync, not capturable).
     `prefix_ones=False`: tree columns only (module docstring), for a backend that skips the prefix.
+    `out`: a flat bool buffer of at least the mask's size to write into; returns its first
+    `mask_numel` elements (on the torch path the whole mask is copied in, prefix columns included).
     """
     if prefix_lens_sum is None:
         prefix_lens_sum = int(prefix_lens.sum())
     if parent.is_cuda:
-        return build_tree_mask_triton(parent, prefix_lens, prefix_lens_sum, prefix_ones)
-    return build_tree_mask_torch(parent, prefix_lens, prefix_lens_sum, prefix_ones)
+        mask = build_tree_mask_triton(parent, prefix_lens, prefix_lens_sum, prefix_ones, out)
+    else:
+        mask = build_tree_mask_torch(parent, prefix_lens, prefix_lens_sum, prefix_ones)
+        if out is not None:
+            if out.dtype != torch.bool or out.dim() != 1 or out.numel() < mask.numel():
+                raise ValueError(f"out must be a flat bool tensor of >= {mask.numel()} elements")
+            mask = out[: mask.numel()].copy_(mask)
+    return mask[: mask_numel(parent.shape[1], parent.shape[0], prefix_lens_sum)]
 
 
 def pack_tree_mask(parent: torch.Tensor) -> torch.Tensor:

@@ -15,17 +15,30 @@ the prefix sum; the layout is written from the device lengths, and the slack at 
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
 from sglang.srt.speculative.ddtree.kernels import build_tree_mask, tree_positions
+from sglang.srt.speculative.ddtree.kernels.tree_mask import mask_numel
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 
 if TYPE_CHECKING:
     from sglang.srt.speculative.ddtree.kernels import DraftTree
+
+MASK_ENV = "DDTREE_MASK_IN_PLACE"
+MASK_LOG = "DDTREE verify mask: built in place in the attention backend's graph buffer"
+logger = logging.getLogger(__name__)
+
+
+@functools.cache
+def _announce_mask_in_place() -> None:
+    logger.warning(MASK_LOG)  # once per process: what a server (and the GPU matrix) can look for
 
 
 @dataclass
@@ -45,17 +58,28 @@ class DDTreeVerifyInput(DFlashVerifyInput):
         prefix_lens: torch.Tensor,
         prefix_lens_sum_bound: int,
         prefix_ones: bool = True,
+        mask_buffer: Optional[torch.Tensor] = None,
     ) -> "DDTreeVerifyInput":
         """Verify input for `tree` (root = `bonus_tokens`) after prefixes of `prefix_lens`.
 
         `prefix_lens_sum_bound` is a host value >= sum(prefix_lens): it sizes the mask without
         reading the device. `prefix_ones=False` skips the prefix columns (`mask_reads_prefix`).
+        `mask_buffer` (`graph_mask_buffer`): the mask is written into it when it fits, and the verify
+        input carries that view of it, so the graph replay's copy of the mask onto its buffer is
+        a copy of a tensor onto itself; otherwise the mask gets its own allocation.
         """
         bs, n = tree.tokens.shape
         tokens = tree.tokens
         tokens[:, 0] = bonus_tokens
         positions = tree_positions(tree.depth, prefix_lens)
-        mask = build_tree_mask(tree.parent, prefix_lens, prefix_lens_sum_bound, prefix_ones=prefix_ones)
+        size = mask_numel(n, bs, prefix_lens_sum_bound)
+        if mask_buffer is not None and size <= mask_buffer.numel():
+            mask = mask_buffer[:size]
+            build_tree_mask(tree.parent, prefix_lens, prefix_lens_sum_bound, prefix_ones=prefix_ones,
+                            out=mask.view(torch.bool))
+            _announce_mask_in_place()
+        else:
+            mask = build_tree_mask(tree.parent, prefix_lens, prefix_lens_sum_bound, prefix_ones=prefix_ones)
         return cls(
             draft_token=tokens.reshape(-1),
             positions=positions.reshape(-1),
@@ -78,6 +102,27 @@ def mask_reads_prefix(attn_backend: object) -> bool:
         and getattr(attn_backend, "enable_deterministic", None) is False
         and getattr(attn_backend, "dllm_attention", None) is None
     )
+
+
+def graph_mask_buffer(attn_backend: object) -> Optional[torch.Tensor]:
+    """The flat buffer SGLang's Triton backend replays target-verify graphs with (None elsewhere).
+
+    The backend hands it out so that a worker builds its tree mask in place, as EAGLE's v2 worker
+    does: `verify_mask.buffer` from 0.5.17 (in its full-mask layout only, which is DDTree's),
+    `get_verify_buffers_to_fill_after_draft()[0]` before. None without CUDA graphs, for any other
+    backend, or unless the server's environment sets DDTREE_MASK_IN_PLACE=1 (not yet run on a GPU).
+    """
+    if os.environ.get(MASK_ENV, "").strip() != "1" or type(attn_backend).__name__ != "TritonAttnBackend":
+        return None
+    if hasattr(type(attn_backend), "verify_mask"):  # 0.5.17+
+        holder = attn_backend.verify_mask
+        full = holder is not None and getattr(holder.mode, "name", None) == "FULL_MASK"
+        buffer = holder.buffer if full else None
+    else:
+        getter = getattr(attn_backend, "get_verify_buffers_to_fill_after_draft", None)
+        buffer = getter()[0] if getter is not None else None
+    ok = buffer is not None and buffer.dim() == 1 and buffer.dtype in (torch.uint8, torch.bool)
+    return buffer if ok else None
 
 
 def pad_tree(tree: "DraftTree", width: int) -> "DraftTree":

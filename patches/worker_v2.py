@@ -69,7 +69,7 @@ from sglang.srt.speculative.ddtree.tree_round import (
     path_features,
 )
 from sglang.srt.speculative.ddtree.tree_stage import TreeStage
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, mask_reads_prefix
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -238,9 +238,10 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         nodes_first_child, nodes_next_sibling = staged.tree.first_child, staged.tree.next_sibling
         tree = staged.padded
         seed = self._seed_tokens(draft_input)
+        attn_backend = self.target_worker.model_runner.attn_backend
         verify_input = DDTreeVerifyInput.from_tree(
-            tree, seed, prefix_lens, int(bound_cpu.sum()),
-            prefix_ones=mask_reads_prefix(self.target_worker.model_runner.attn_backend),
+            tree, seed, prefix_lens, int(bound_cpu.sum()), prefix_ones=mask_reads_prefix(attn_backend),
+            mask_buffer=graph_mask_buffer(attn_backend),
         )
         cache_loc_2d = self._request_slots(batch, prefix_lens, self.verify_width)
         logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)

@@ -106,3 +106,18 @@ def test_head_chunks_give_ddtree_engines_the_switch_and_a_line_to_log(tmp_path) 
         log.write_text(text)
         assert gpu_matrix.missing_log_line(cfg, log) == missing
     assert gpu_matrix.missing_log_line(cfg, tmp_path / "absent.log") == gpu_matrix.REORDER_LOG
+
+
+def test_mask_in_place_is_asked_of_every_ddtree_engine_and_logged_by_those_with_graphs() -> None:
+    """--mask-in-place: DDTREE engines get DDTREE_MASK_IN_PLACE=1; the graph buffer exists only with CUDA
+    graphs, so only those engines must log that they built the mask there (the line tree_verify writes)."""
+    plain, switched = gpu_matrix.configs(), gpu_matrix.configs(mask_in_place=True)
+    graphed = 0
+    for a, b in zip(plain, switched):
+        if b["algo"] != "DDTREE":
+            assert b == a
+            continue
+        assert b["env"]["DDTREE_MASK_IN_PLACE"] == "1"
+        assert b["log_must"] == ([gpu_matrix.MASK_IN_PLACE_LOG] if b.get("cuda_graph") else [])
+        graphed += bool(b.get("cuda_graph"))
+    assert graphed

@@ -111,3 +111,18 @@ def test_tree_only_mask_writes_no_prefix(device: str, bs: int, depth: int, budge
         assert got is buf and torch.equal(buf[: full.numel()].cpu(), expect) and bool(buf[-5:].eq(fill).all())
     with pytest.raises(ValueError, match="out must be"):
         build_tree_mask_triton(parent.to(device), prefix_lens.to(device), total, out=buf[:10])
+
+
+def test_mask_into_a_buffer_returns_the_mask_sized_view() -> None:
+    """`build_tree_mask(..., out=)` on the torch path (the Triton path's `out=` is tested above) writes the
+    mask into the buffer and returns its first mask-size elements, the buffer's own memory; the rest
+    of the buffer is not written."""
+    parent = _parents(2, 4, 7, seed=5)
+    prefix = torch.tensor([3, 6])
+    want = build_tree_mask_torch(parent, prefix, 9)
+    buf = torch.zeros(want.numel() + 3, dtype=torch.uint8)
+    got = build_tree_mask(parent, prefix, 9, out=buf.view(torch.bool))
+    assert got.data_ptr() == buf.data_ptr() and got.numel() == want.numel()
+    assert torch.equal(got, want) and not buf[want.numel():].any()
+    with pytest.raises(ValueError, match="out must be"):
+        build_tree_mask(parent, prefix, 9, out=torch.zeros(want.numel() - 1, dtype=torch.bool))

@@ -241,11 +241,30 @@ def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) 
     assert report["off_chain"], "the tree must leave the chain, or causal and tree masks agree"
     assert report["max_err_tree"] < 1e-4
     assert report["max_err_causal"] > 1e-2
-    # The tree-only mask (prefix columns False, unwritten on CUDA) gives the same attention.
+    # The tree-only mask (prefix columns False, unwritten on CUDA) gives the same attention, also as a
+    # uint8 buffer with stale prefix bytes (built in place in the backend's graph buffer).
     assert report["tree_only_prefix_false"] and report["max_err_tree_only_mask"] < 1e-4
+    assert report["stale_prefix"] and report["max_err_in_place_stale_uint8"] < 1e-4
     # ... and the facts the worker's gate (patches/tree_verify.py: mask_reads_prefix) relies on.
     assert report["backend_class"] == "TritonAttnBackend"
     assert report["skip_prefix_default"] is True and not report["backend_passes_skip_prefix"]
+
+
+@pytest.mark.slow
+def test_the_graph_mask_buffer_is_the_triton_backends_own(release: Release, patched: dict[str, Any]) -> None:
+    """DDTREE_MASK_IN_PLACE: the dropped-in lookup finds the buffer SGLang's own Triton backend replays
+    target-verify graphs with (its getter up to 0.5.16, its `verify_mask` from 0.5.17), the verify input's
+    mask is a view of it in its dtype, and the release's replay assigns that mask onto the buffer (so the
+    assignment has nothing to move)."""
+    env = {**os.environ, "PYTHONPATH": str(release.site), "PYTHONNOUSERSITE": "1"}
+    done = subprocess.run([str(release.python), str(HELPERS / "mask_buffer_probe.py")], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    expected = "verify_mask" if Version(release.version) >= Version("0.5.17") else "get_verify_buffers_to_fill_after_draft"
+    assert report["lookup"] == expected
+    assert report["found_is_the_buffer"] and report["mask_is_a_view"] and report["mask_numel"] == 8 * 14 + 2 * 64
+    assert report["replay_assigns_onto_the_buffer"]
 
 
 # Server flags for features the capability table declares absent: refused at start, one message

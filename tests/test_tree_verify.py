@@ -7,10 +7,16 @@ imported in-process from the stub SGLang (with our kernels at their drop-in plac
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+import gpu_matrix  # noqa: E402
 
 # Two requests, five nodes each: request 0 a chain 0-1-3 with 2, 4 below the root's second
 # child; request 1 a plain chain.
@@ -107,3 +113,63 @@ def test_only_the_plain_triton_backend_skips_the_prefix_columns(tv):
     assert tv.mask_reads_prefix(TritonAttnBackend(dllm=object())) is True
     assert tv.mask_reads_prefix(FlashInferAttnBackend()) is True
     assert tv.mask_reads_prefix(object()) is True
+
+
+@pytest.mark.parametrize("prefix_ones", [True, False])
+def test_a_mask_buffer_that_fits_holds_the_mask_and_the_verify_input_carries_that_view(tv, tree, prefix_ones,
+                                                                                      caplog):
+    """Built in place: the verify input's mask is the buffer's first `size` bytes in the buffer's own
+    dtype (so the graph replay's copy onto the buffer is a copy onto itself), with the mask's values;
+    the process says so once."""
+    tv._announce_mask_in_place.cache_clear()
+    buffer = torch.full((5 * 6 + 2 * 25 + 7,), 9, dtype=torch.uint8)
+    verify = tv.DDTreeVerifyInput.from_tree(tree, torch.tensor([7, 8]), torch.tensor([3, 1]), 6,
+                                            prefix_ones=prefix_ones, mask_buffer=buffer)
+    mask = verify.custom_mask
+    assert mask.dtype == torch.uint8 and mask.data_ptr() == buffer.data_ptr() and mask.numel() == 5 * 6 + 2 * 25
+    assert mask.bool().tolist() == _expected_mask([3, 1], prefix_ones, slack=10)
+    assert buffer[mask.numel():].tolist() == [9] * 7  # nothing written past the mask
+    assert caplog.text.count(tv.MASK_LOG) == 1 and tv.MASK_LOG.startswith(gpu_matrix.MASK_IN_PLACE_LOG)
+
+
+def test_a_mask_buffer_too_small_leaves_the_mask_its_own_allocation(tv, tree, caplog):
+    tv._announce_mask_in_place.cache_clear()
+    buffer = torch.zeros(5 * 4 + 2 * 25 - 1, dtype=torch.uint8)
+    verify = tv.DDTreeVerifyInput.from_tree(tree, torch.tensor([7, 8]), torch.tensor([3, 1]), 4, mask_buffer=buffer)
+    assert verify.custom_mask.dtype == torch.bool and verify.custom_mask.data_ptr() != buffer.data_ptr()
+    assert not buffer.any() and tv.MASK_LOG not in caplog.text
+
+
+class VerifyMask:  # the 0.5.17+ holder's fields the lookup reads
+    def __init__(self, buffer, mode="FULL_MASK"):
+        self.buffer, self.mode = buffer, type("Mode", (), {"name": mode})()
+
+
+def _graphed(buffer):
+    """<= 0.5.16: the getter EAGLE's v2 worker calls (a class named as SGLang's: the lookup goes by the name)."""
+    cls = type("TritonAttnBackend", (TritonAttnBackend,),
+               {"get_verify_buffers_to_fill_after_draft": lambda self: [self.cuda_graph_custom_mask, None]})
+    backend = cls()
+    backend.cuda_graph_custom_mask = buffer
+    return backend
+
+
+def _holding(holder):
+    """0.5.17+: the verify_mask property."""
+    backend = type("TritonAttnBackend", (TritonAttnBackend,), {"verify_mask": property(lambda self: self._holder)})()
+    backend._holder = holder
+    return backend
+
+
+def test_the_graph_mask_buffer_only_when_asked_and_only_triton_s(tv, monkeypatch):
+    buffer = torch.zeros(64, dtype=torch.uint8)
+    monkeypatch.delenv(tv.MASK_ENV, raising=False)
+    assert tv.graph_mask_buffer(_graphed(buffer)) is None and tv.graph_mask_buffer(_holding(VerifyMask(buffer))) is None
+    monkeypatch.setenv(tv.MASK_ENV, "1")
+    assert tv.graph_mask_buffer(_graphed(buffer)) is buffer and tv.graph_mask_buffer(_holding(VerifyMask(buffer))) is buffer
+    assert tv.graph_mask_buffer(_graphed(None)) is None  # no CUDA graphs
+    assert tv.graph_mask_buffer(_holding(None)) is None
+    assert tv.graph_mask_buffer(_holding(VerifyMask(buffer, "QLEN_ONLY"))) is None  # another layout
+    assert tv.graph_mask_buffer(_graphed(torch.zeros(8, 8, dtype=torch.uint8))) is None
+    assert tv.graph_mask_buffer(TritonAttnBackend()) is None  # neither lookup
+    assert tv.graph_mask_buffer(FlashInferAttnBackend()) is None

@@ -6,7 +6,8 @@ compiled kernels on the GPU instead of the interpreter)
 Prints JSON: the largest difference of SGLang's output from an ancestor-mask reference and from
 a causal-mask reference, and whether the tree leaves the first-child chain (so they can differ);
 the same for the tree-only mask (`prefix_ones=False`, prefix columns False), which must change
-nothing because the kernel skips the prefix columns (`skip_prefix_custom_mask`).
+nothing because the kernel skips the prefix columns (`skip_prefix_custom_mask`), and for that mask
+written in place into a uint8 buffer whose prefix columns hold stale bytes (DDTREE_MASK_IN_PLACE).
 """
 
 from __future__ import annotations
@@ -88,9 +89,16 @@ def main() -> None:
     tree_only = build_tree_mask_torch(tree.parent.cpu(), prefix.cpu(), int(prefix.sum()), prefix_ones=False)
     tree_only = tree_only.to(DEVICE)
     out_tree_only = attend(tree_only)
+    # Built in place in a graph buffer (DDTREE_MASK_IN_PLACE): uint8, as SGLang's own buffer, and the
+    # prefix columns holding whatever an earlier round left there (the Triton path does not write them).
+    stale = torch.randint(0, 2, (mask.numel() + 16,), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    stale = stale.to(DEVICE)
+    from kernels.tree_mask import build_tree_mask_triton  # writes the tree columns only, interpreted on the CPU
+    build_tree_mask_triton(tree.parent, prefix, int(prefix.sum()), prefix_ones=False, out=stale.view(torch.bool))
+    out_in_place = attend(stale[: mask.numel()])
     ancestors = ancestor_matrix_torch(tree.parent)
     causal = torch.ones(n, n, dtype=torch.bool).tril()  # on the default device
-    err_tree, err_causal, err_tree_only = 0.0, 0.0, 0.0
+    err_tree, err_causal, err_tree_only, err_in_place = 0.0, 0.0, 0.0, 0.0
     for b in range(bs):
         rows, kv = slice(b * n, (b + 1) * n), slice(int(kv_indptr[b]), int(kv_indptr[b + 1]))
         args = (q[rows], k_buffer[kv], v_buffer[kv], k_tree[rows], v_tree[rows])
@@ -98,10 +106,14 @@ def main() -> None:
         err_causal = max(err_causal, float((out[rows] - _reference(*args, causal, scale)).abs().max()))
         err_tree_only = max(err_tree_only, float((out_tree_only[rows] - _reference(*args, ancestors[b], scale))
                                                  .abs().max()))
+        err_in_place = max(err_in_place, float((out_in_place[rows] - _reference(*args, ancestors[b], scale))
+                                               .abs().max()))
     tree_only_false = not bool((tree_only & ~mask).any()) and bool((mask & ~tree_only).any())
     off_chain = bool((tree.parent[:, 2:] != torch.arange(1, n - 1)).any())
     print(json.dumps({"device": DEVICE, "max_err_tree": err_tree, "max_err_causal": err_causal,
                       "max_err_tree_only_mask": err_tree_only, "tree_only_prefix_false": tree_only_false,
+                      "max_err_in_place_stale_uint8": err_in_place,
+                      "stale_prefix": bool((mask & ~stale[: mask.numel()].bool()).any()),  # prefix cells hidden
                       "off_chain": off_chain, **_triton_backend_facts()}))
 
 

@@ -61,7 +61,10 @@ Sections (`--sections`, all by default):
   tree-only mask, accept walk, commit, the KV move of an off-chain path skipping identity
   entries) in one graph, against issue 11's goal of <= 150 us at batch 64, budget 64; and
   "extra (reorder)": the same with the move-free commit (`DDTREE_KV_COMMIT=reorder`: each
-  request's req_to_token row reordered, kernels/slot_reorder.py) in place of commit + move.
+  request's req_to_token row reordered, kernels/slot_reorder.py) in place of commit + move; and the
+  draft head (one GEMM over `--hidden` features) beside the head in `--round-head-chunks` chunks
+  with their scans on a side stream followed by the rest of "extra (reorder)": their difference is
+  the round's extra work with both opt-in switches (`DDTREE_HEAD_CHUNKS`, `DDTREE_KV_COMMIT=reorder`).
 
     python scripts/bench_kernels.py --json bench.json
     python scripts/bench_kernels.py --device cpu --vocab 3000 --batch 2 --topk-k 8 --budget 8 \
@@ -102,7 +105,7 @@ from kernels.slot_reorder import reorder_path_slots_triton  # noqa: E402
 from kernels.tree_build import select_tree_triton  # noqa: E402
 from kernels.tree_mask import build_tree_mask_triton  # noqa: E402
 from kernels.vocab_topk import (GROUP, SELECT_CAP_PER_KP, SUPER, draft_topk_radix, draft_topk_stream,  # noqa: E402
-                                draft_topk_triton, scan_stage, topk_parts_triton)
+                                draft_topk_triton, log_probs, scan_stage, topk_parts_triton)
 from tests.cuda_graph import capture_graph  # noqa: E402
 from tests.kernels_reference import heap_tree, visibility  # noqa: E402
 
@@ -806,8 +809,12 @@ def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
 def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
     cols = ["topk", "build", "mask", "walk", "commit", "move", "reorder", "build+mask+walk", "extra", "extra (reorder)",
-            "reference"]
+            "head GEMM", "head chunks + extra (reorder)", "extra (chunks, reorder)", "reference"]
+    gen0 = torch.Generator(device=args.device).manual_seed(1)
+    weight = (torch.randn(args.vocab, args.hidden, generator=gen0, device=args.device) * 0.02).to(torch.bfloat16)
+    side = torch.cuda.Stream(priority=-1) if args.device == "cuda" else None
     for bs in args.batch:
+        hidden = torch.randn(bs, args.depth, args.hidden, generator=gen0, device=args.device).to(torch.bfloat16)
         for budget in args.budget:
             dev, depth, k = args.device, args.depth, min(budget, args.vocab)
             draft, lp, tok, tree = _tree(bs, budget, args)
@@ -847,6 +854,16 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
             def extra_reorder_fn() -> None:  # then the commit by reordering req_to_token (page size 1)
                 reorder_path_slots_triton(table, req_rows, prefix_lens, *tree_steps(), n)
 
+            def head_gemm() -> torch.Tensor:  # the draft head alone (one GEMM): what the goal leaves out
+                return torch.mm(hidden.view(-1, args.hidden), weight.T)
+
+            def chunked_extra_fn() -> None:  # DDTREE_HEAD_CHUNKS + the reorder: head, top-K, build, mask, walk, reorder
+                parts, _ = head_topk_parts(hidden, weight, k, args.round_head_chunks, side)
+                t = select_tree_triton(*log_probs(parts), budget)
+                build_tree_mask_triton(t.parent, prefix_lens, prefix_sum, prefix_ones=False)
+                a, ln, _ = accept_walk_triton(t.tokens, t.first_child, t.next_sibling, posterior, depth)
+                reorder_path_slots_triton(table, req_rows, prefix_lens, a, ln, n)
+
             t = timer.measure({
                 "topk": lambda: draft_topk_triton(draft, k),
                 "build": lambda: select_tree_triton(lp, tok, budget),
@@ -858,8 +875,12 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 "build+mask+walk": round_fn,
                 "extra": extra_fn,
                 "extra (reorder)": extra_reorder_fn,
+                "head GEMM": head_gemm,
+                "head chunks + extra (reorder)": chunked_extra_fn,
             })
             del buffers
+            diff = t["head chunks + extra (reorder)"]["median"] - t["head GEMM"]["median"]
+            t["extra (chunks, reorder)"] = {"median": diff, "p10": diff, "p90": diff}  # a difference of medians
             ref = reference_us(lp, budget, reps=3)
             t["reference"] = {"median": ref, "p10": ref, "p90": ref}
             speedup = ref / t["build+mask+walk"]["median"]
@@ -870,7 +891,10 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
            "with the prefix ones, extra tree columns only; move: an off-chain path of "
            f"{args.layers} layers' K and V, identity skipped; reorder: the move-free commit (req_to_token rewritten, "
            "page size 1); extra = topk+build+mask+walk+commit+move in one graph, extra (reorder) = "
-           "topk+build+mask+walk+reorder (issue 11: <= 150 us at batch 64, budget 64); reference = best of 3 host runs",
+           "topk+build+mask+walk+reorder (issue 11: <= 150 us at batch 64, budget 64); head GEMM = the draft head "
+           f"(H={args.hidden}) alone; head chunks + extra (reorder) = the head in {args.round_head_chunks} chunks with "
+           "their scans on a side stream + select+build+mask+walk+reorder; extra (chunks, reorder) = that minus head "
+           "GEMM (a difference of medians); reference = best of 3 host runs",
            ["batch", "budget", *cols, "speedup"], rows)
     return out
 
@@ -902,6 +926,7 @@ def main() -> int:
                         help="the posterior-profile section's cases")
     parser.add_argument("--hidden", type=int, default=4096, help="head section: the draft features' width")
     parser.add_argument("--head-chunks", type=int, nargs="+", default=[4, 8, 16], help="head section: chunk counts")
+    parser.add_argument("--round-head-chunks", type=int, default=8, help="round section: the chunked head's chunks")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)

@@ -82,8 +82,7 @@ def head_topk_parts(hidden: torch.Tensor, weight: torch.Tensor, k: int, chunks: 
     if side is not None:
         main.wait_stream(side)
     parts = select_stage(logits, scan, k)
-    return (TopKParts(parts.values.view(bs, depth, k), parts.tokens.view(bs, depth, k), parts.lse.view(bs, depth)),
-            logits.view(bs, depth, vocab))
+    return parts.per_request(bs, depth), logits.view(bs, depth, vocab)
 
 
 def head_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, chunks: int,

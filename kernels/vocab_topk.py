@@ -58,6 +58,11 @@ class TopKParts(NamedTuple):
     tokens: torch.Tensor  # int64 indices into the row
     lse: torch.Tensor  # fp32
 
+    def per_request(self, bs: int, depth: int) -> "TopKParts":
+        """Parts of `bs x depth` rows (`select_stage`'s) shaped [bs, depth, K] / [bs, depth]."""
+        k = self.values.shape[-1]
+        return TopKParts(self.values.view(bs, depth, k), self.tokens.view(bs, depth, k), self.lse.view(bs, depth))
+
 
 def log_probs(parts: TopKParts) -> tuple[torch.Tensor, torch.Tensor]:
     """(lp, tokens): the top-K log-softmax values; fp32 `values - lse`, as the kernels subtract."""
@@ -380,7 +385,7 @@ def topk_parts_stream(draft_logits: torch.Tensor, k: int, splits: int | None = N
     rows = draft_logits.contiguous().view(bs * depth, vocab)
     scan = scan_stage(rows, splits, scan_warps, programs_per_sm, scan_supers) if bs * depth else None
     parts = select_stage(rows, scan, k, select_cap)
-    return TopKParts(parts.values.view(bs, depth, k), parts.tokens.view(bs, depth, k), parts.lse.view(bs, depth))
+    return parts.per_request(bs, depth)
 
 
 def draft_topk_stream(draft_logits: torch.Tensor, k: int, splits: int | None = None,

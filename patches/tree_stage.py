@@ -80,11 +80,11 @@ class TreeStage:
         self.graphed = bool(graphs) and whole
         self._factory = graph_factory
         self._entries: dict[tuple, Optional[_Entry]] = {}  # None: that shape runs eagerly (its capture failed)
-        k = tree_topk(budget, int(head_weight(lm_head).shape[0]), topk)
-        self.head_chunks = head_chunks if whole and budget and k <= STREAM_MAX_K else 0
+        self._k = tree_topk(budget, int(head_weight(lm_head).shape[0]), topk)  # the chunked head's K
+        self.head_chunks = head_chunks if whole and budget and self._k <= STREAM_MAX_K else 0
         if head_chunks and not self.head_chunks:
             logger.warning("DDTREE: %s=%d ignored (it needs an unsharded lm_head and 1 <= K <= %d; K=%d)", HEAD_ENV,
-                           head_chunks, STREAM_MAX_K, k)
+                           head_chunks, STREAM_MAX_K, self._k)
         elif self.head_chunks:
             logger.warning(HEAD_LOG.format(chunks=self.head_chunks))
         self._side: Optional[torch.cuda.Stream] = None
@@ -115,8 +115,7 @@ class TreeStage:
         weight = head_weight(self.lm_head)
         if weight.is_cuda and self._side is None:
             self._side = torch.cuda.Stream(device=weight.device, priority=-1)  # scans first as GEMM blocks retire
-        parts = head_topk(features, weight, tree_topk(self.budget, weight.shape[0], self.topk), self.head_chunks,
-                          self._side)
+        parts = head_topk(features, weight, self._k, self.head_chunks, self._side)
         tree = select_tree(*log_probs(parts), self.budget)
         return StageOut(tree, pad_tree(tree, self.width))
 

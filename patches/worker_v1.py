@@ -6,8 +6,10 @@ DDTREE too): the worker mutates the running `ScheduleBatch` in place, and the ve
 sequence lengths. DDTree therefore keeps DFlash's `forward_batch_generation` (prefill, the target
 verify call, Mamba commit, draft-KV materialisation, the result) and changes one round through three
 narrow hooks:
-1. `_greedy_sample_from_vocab_parallel_head` (the draft head): keeps the full draft logits through
-   the target lm_head, besides the argmax DFlash's chain draft is built from.
+1. `_greedy_sample_from_vocab_parallel_head` (the draft head): the draft logits through the target
+   lm_head, read once by the tree's vocab top-K; its first column stands in for the argmax DFlash's
+   chain draft is built from (the chain's tokens are replaced by the tree's, so only their shape
+   counts; a second read of the logits for the argmax would be wasted).
 2. `_prepare_for_speculative_decoding`: after DFlash's draft, the chain's verify slots are released
    and a tree verify input takes its place: `kernels.build_tree` -> `pad_tree` to the verify width
    -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask, slots of positions
@@ -36,7 +38,8 @@ import torch
 
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, build_tree
+from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, draft_topk
+from sglang.srt.speculative.ddtree.kernels.tree_build import root_only_tree, select_tree, tree_topk
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
 from sglang.srt.speculative.ddtree.tree_round import (
@@ -174,7 +177,7 @@ class DDTreeWorkerV1(DFlashWorker):
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(server_args.random_seed or 0))
-        self._pending_draft_logits: Optional[torch.Tensor] = None
+        self._pending_topk: Optional[Tuple[torch.Tensor, torch.Tensor]] = None  # [rows, 1, K] log-probs, tokens
         req_to_token_pool, _ = self.target_worker.get_memory_pool()  # as DFlash's v1 __init__ reaches it
         self._node_sampler = NodeSampler(req_to_token_pool.req_to_token.shape[0], self.device)
         self._sampling_backend = getattr(server_args, "sampling_backend", None)
@@ -191,8 +194,11 @@ class DDTreeWorkerV1(DFlashWorker):
     def _greedy_sample_from_vocab_parallel_head(
         self, *, hidden_states: torch.Tensor, lm_head: Any, chunk_size: int = 256
     ) -> torch.Tensor:
-        """DFlash's draft head: the argmax token per row, computed from full draft logits that are
-        kept for the tree (`chunk_size` rows per matmul, as DFlash bounds its temporaries)."""
+        """DFlash's draft head: one token per row for its chain, and the tree's top-K, from one read
+        of the draft logits (`chunk_size` rows per matmul, as DFlash bounds its temporaries).
+
+        The chain's tokens are the top-1 (the argmax; ties to the smaller id, as torch.argmax); the
+        tree replaces them, so computing the argmax separately would read the logits twice."""
         weight = lm_head.weight
         shard = getattr(lm_head, "shard_indices", None)
         num_vocab = int(shard.num_org_elements) if shard is not None else int(weight.shape[0])
@@ -202,8 +208,11 @@ class DDTreeWorkerV1(DFlashWorker):
         for start in range(0, rows, step):
             end = min(rows, start + step)
             torch.matmul(hidden_states[start:end].to(weight.dtype), weight[:num_vocab].T, out=logits[start:end])
-        self._pending_draft_logits = logits
-        return logits.argmax(dim=-1)
+        if self.budget == 0:  # root-only trees: no top-K to keep
+            self._pending_topk = None
+            return torch.zeros(rows, dtype=torch.int64, device=logits.device)
+        self._pending_topk = draft_topk(logits[:, None], tree_topk(self.budget, num_vocab, self.topk))
+        return self._pending_topk[1][:, 0, 0]
 
     def _prepare_for_speculative_decoding(self, batch: ScheduleBatch, draft_input: DFlashDraftInput):
         if batch.forward_mode.is_decode():  # refuse before DFlash drafts and allocates for the round
@@ -215,12 +224,9 @@ class DDTreeWorkerV1(DFlashWorker):
             return
         if self.use_compact_draft_cache:
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
-        draft_logits, self._pending_draft_logits = self._pending_draft_logits, None
-        if draft_logits is None:
-            raise RuntimeError("DDTREE: DFlash's draft pass did not go through the draft head hook.")
         chain = batch.spec_info
         bs = batch.batch_size()
-        tree = build_tree(draft_logits.view(bs, self.block_size - 1, -1), self.budget, self.topk)
+        tree = self._tree(bs)
         verify_input = DDTreeVerifyInputV1.from_tree(
             pad_tree(tree, self.verify_width), chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens,
             int(batch.seq_lens_cpu.sum()),
@@ -237,6 +243,16 @@ class DDTreeWorkerV1(DFlashWorker):
                              batch.seq_lens, torch.zeros_like(batch.seq_lens), self.page_size)
         verify_input.prepare_for_verify(batch, self.page_size)
         batch.spec_info = verify_input
+
+    def _tree(self, bs: int) -> DraftTree:
+        """The round's tree from the top-K the draft head hook kept (consumed here)."""
+        if self.budget == 0:
+            return root_only_tree(bs, self.device)
+        pending, self._pending_topk = self._pending_topk, None
+        if pending is None:
+            raise RuntimeError("DDTREE: DFlash's draft pass did not go through the draft head hook.")
+        lp, tok = (t.view(bs, self.block_size - 1, -1) for t in pending)
+        return select_tree(lp, tok, self.budget)
 
 
 def _check_target_graphs(target_runner: Any) -> None:

@@ -12,8 +12,9 @@ scanned. Chunks are whole scan splits, so the parts are those of `vocab_topk.sca
 same layout, bit for bit; the result is `topk_parts` of the same logits (tokens identical, the LSE
 up to the summation order that the split count sets).
 
-What the overlap saves on a GPU is `bench_kernels.py --sections head`'s to measure; until a run
-shows it, the runtime uses it only when asked (`DDTREE_HEAD_CHUNKS`, patches/tree_stage.py).
+Measured on the H200 (`bench_kernels.py --sections head`, docs/kernels.md): slower than one GEMM
+followed by the top-K at every batch and chunk count, the chunked GEMM alone already costing more
+than the top-K. The runtime does not use it; it stays, with its tests, so the benchmark can rerun.
 """
 
 from __future__ import annotations

@@ -12,11 +12,6 @@ plain at budgets 1-64, CUDA graphs on and off, off-chain acceptance == analytic)
 `DDTREE_GRAPH_TREE_STAGE=0` launches the stage kernel by kernel. Graphs are used only on CUDA, with
 an unsharded lm_head (a sharded head merges its top-K with a collective), and each batch size is
 captured the first time it is seen.
-
-`DDTREE_HEAD_CHUNKS=N` (N > 0; unsharded head, K <= 256) runs the draft head's GEMM in N vocabulary
-chunks with the top-K's scan of each chunk on a side stream behind it (kernels/head_topk.py): the
-same tree, the scan's read of the logits beside the next chunk's GEMM. Off by default: what it
-saves has not been timed on a GPU yet (`bench_kernels.py --sections head`).
 """
 
 from __future__ import annotations
@@ -28,16 +23,11 @@ from typing import Any, Callable, NamedTuple, Optional
 import torch
 
 from sglang.srt.speculative.ddtree.kernels import DraftTree
-from sglang.srt.speculative.ddtree.kernels.head_topk import head_topk
-from sglang.srt.speculative.ddtree.kernels.tree_build import select_tree, tree_topk
-from sglang.srt.speculative.ddtree.kernels.vocab_topk import STREAM_MAX_K, log_probs
 from sglang.srt.speculative.ddtree.tp_draft import build_draft_tree, lm_head_shards
-from sglang.srt.speculative.ddtree.tree_round import draft_vocab_logits, head_weight
+from sglang.srt.speculative.ddtree.tree_round import draft_vocab_logits
 from sglang.srt.speculative.ddtree.tree_verify import pad_tree
 
 ENV = "DDTREE_GRAPH_TREE_STAGE"
-HEAD_ENV = "DDTREE_HEAD_CHUNKS"
-HEAD_LOG = "DDTREE draft head: {chunks} chunks, each scanned behind its GEMM"
 logger = logging.getLogger(__name__)
 
 
@@ -74,50 +64,23 @@ class TreeStage:
     """
 
     def __init__(self, lm_head: Any, budget: int, topk: Optional[int], width: int, graphs: bool,
-                 graph_factory: Optional[Callable[[], Any]] = None, head_chunks: int = 0) -> None:
+                 graph_factory: Optional[Callable[[], Any]] = None) -> None:
         self.lm_head, self.budget, self.topk, self.width = lm_head, budget, topk, width
-        whole = lm_head_shards(lm_head) == 1
-        self.graphed = bool(graphs) and whole
+        self.graphed = bool(graphs) and lm_head_shards(lm_head) == 1
         self._factory = graph_factory
         self._entries: dict[tuple, Optional[_Entry]] = {}  # None: that shape runs eagerly (its capture failed)
-        self._k = tree_topk(budget, int(head_weight(lm_head).shape[0]), topk)  # the chunked head's K
-        self.head_chunks = head_chunks if whole and budget and self._k <= STREAM_MAX_K else 0
-        if head_chunks and not self.head_chunks:
-            logger.warning("DDTREE: %s=%d ignored (it needs an unsharded lm_head and 1 <= K <= %d; K=%d)", HEAD_ENV,
-                           head_chunks, STREAM_MAX_K, self._k)
-        elif self.head_chunks:
-            logger.warning(HEAD_LOG.format(chunks=self.head_chunks))
-        self._side: Optional[torch.cuda.Stream] = None
 
     @staticmethod
     def wanted() -> bool:
         """Graphs unless the server's environment sets DDTREE_GRAPH_TREE_STAGE=0."""
         return os.environ.get(ENV, "1").strip() != "0"
 
-    @staticmethod
-    def wanted_head_chunks() -> int:
-        """DDTREE_HEAD_CHUNKS from the server's environment: 0 (one GEMM, then the top-K) unless a
-        positive count is set; anything else is ignored with a warning."""
-        raw = os.environ.get(HEAD_ENV, "").strip()
-        if raw.isdigit():
-            return int(raw)
-        if raw:
-            logger.warning("DDTREE: %s=%r is not a chunk count; the head runs as one GEMM", HEAD_ENV, raw)
-        return 0
-
     def from_logits(self, logits: torch.Tensor) -> StageOut:
         tree = build_draft_tree(logits, self.lm_head, self.budget, self.topk)  # identical on every TP rank
         return StageOut(tree, pad_tree(tree, self.width))
 
     def _run(self, features: torch.Tensor) -> StageOut:
-        if not self.head_chunks:
-            return self.from_logits(draft_vocab_logits(features, self.lm_head))
-        weight = head_weight(self.lm_head)
-        if weight.is_cuda and self._side is None:
-            self._side = torch.cuda.Stream(device=weight.device, priority=-1)  # scans first as GEMM blocks retire
-        parts = head_topk(features, weight, self._k, self.head_chunks, self._side)
-        tree = select_tree(*log_probs(parts), self.budget)
-        return StageOut(tree, pad_tree(tree, self.width))
+        return self.from_logits(draft_vocab_logits(features, self.lm_head))
 
     def __call__(self, features: torch.Tensor) -> StageOut:
         # CUDA features, or any features when a stand-in graph was given (the CPU tests)

@@ -330,7 +330,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         if self._tree_stage_instance is None:  # the target model exists by the first round
             self._tree_stage_instance = TreeStage(
                 self.target_worker.model_runner.model.lm_head, self.budget, self.topk, self.verify_width,
-                graphs=TreeStage.wanted(), head_chunks=TreeStage.wanted_head_chunks(),
+                graphs=TreeStage.wanted(),
             )
         return self._tree_stage_instance
 

@@ -38,7 +38,7 @@ from patches import verify_tile  # noqa: E402  (the tile's syntax, as the engine
 
 BUDGETS = (4, 8, 16, 32, 64)
 PAIR_TOKENS = 65536  # each pair engine's KV pool (--pair-tokens)
-RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT", "DDTREE_HEAD_CHUNKS")  # runtime switches, read by the engines
+RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT")  # runtime switches, read by the engines
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [
@@ -124,17 +124,14 @@ def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
 
 
 def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
-                tiles: tuple[str, ...] = (), eager_stage: bool = False, reorder: bool = False,
-                head_chunks: int = 0) -> list[dict]:
+                tiles: tuple[str, ...] = (), eager_stage: bool = False, reorder: bool = False) -> list[dict]:
     """DFLASH and DDTREE on the 8B shape, per attention backend (names `8b_dflash`, `8b_ddtree` on
     triton; `8b_dflash_<backend>`, `8b_ddtree_<backend>` on the others), and on triton one more DDTREE
     per verify tile (`8b_ddtree_tile_<tile>`, DDTREE_VERIFY_TILE in that engine: variant `verify tile
     <tile>`) and, with `eager_stage`, one with its tree stage launched kernel by kernel
     (`8b_ddtree_eager_stage`, DDTREE_GRAPH_TREE_STAGE=0: variant `eager stage`) and, with `reorder`,
     one that commits by reordering req_to_token (`8b_ddtree_reorder`, DDTREE_KV_COMMIT=reorder under
-    the overlap scheduler, hence fenced: variant `reorder commit`; its log must say the reorder ran) and,
-    with `head_chunks` N > 0, one whose draft head runs in N chunks with the top-K's scans beside them
-    (`8b_ddtree_head_chunks`, DDTREE_HEAD_CHUNKS=N: variant `head in N chunks`; its log must say so);
+    the overlap scheduler, hence fenced: variant `reorder commit`; its log must say the reorder ran);
     each variant pairs with the same DFLASH (which verifies without a mask and has no tree stage)."""
     target, draft = write_big_shape(root, pair)
     # no detokenizing: a random 8B model emits ids far beyond the borrowed tokenizer's 4096
@@ -155,11 +152,6 @@ def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
             if reorder:
                 pair_cfgs.append(dict(pair_cfgs[1], name="8b_ddtree_reorder", variant="reorder commit",
                                       env={"DDTREE_KV_COMMIT": "reorder"}, log_must=gpu_matrix.REORDER_LOG,
-                                      extra=dict(pair_cfgs[1]["extra"])))
-            if head_chunks:
-                pair_cfgs.append(dict(pair_cfgs[1], name="8b_ddtree_head_chunks", variant=f"head in {head_chunks} chunks",
-                                      env={"DDTREE_HEAD_CHUNKS": str(head_chunks)},
-                                      log_must=gpu_matrix.HEAD_CHUNKS_LOG.format(chunks=head_chunks),
                                       extra=dict(pair_cfgs[1]["extra"])))
         for c in pair_cfgs:
             c["engine"] = engine_kwargs(str(target), str(target), max_bs=max(BIG_BATCHES), tokens=40000,
@@ -503,9 +495,6 @@ def main() -> None:
     ap.add_argument("--big-reorder", action="store_true",
                     help="also run the 8B-shape DDTREE on triton with DDTREE_KV_COMMIT=reorder (the move-free, "
                          "fenced KV commit), beside the default (the move)")
-    ap.add_argument("--big-head-chunks", type=int, default=0, metavar="N",
-                    help="also run the 8B-shape DDTREE on triton with DDTREE_HEAD_CHUNKS=N (the draft head's GEMM in N "
-                         "chunks, each chunk's top-K scan on a side stream), beside the default (one GEMM)")
     ap.add_argument("--big-batches", nargs="+", type=int, default=list(BIG_BATCHES),
                     help=f"batch sizes of the 8B-shape phase (default {' '.join(map(str, BIG_BATCHES))})")
     ap.add_argument("--phases", default="pair0,pair1,big",
@@ -524,8 +513,6 @@ def main() -> None:
 
     if a.repeats < 1 or a.big_repeats < 1:
         raise SystemExit("--repeats and --big-repeats must be >= 1")
-    if a.big_head_chunks < 0:
-        raise SystemExit("--big-head-chunks must be >= 0")
     if not set(a.big_batches) <= set(BIG_BATCHES):
         raise SystemExit(f"--big-batches takes sizes from {' '.join(map(str, BIG_BATCHES))} (the engines' capacity)")
     for t in (t for t in a.big_verify_tiles if t != verify_tile.KEEP_SGLANG):
@@ -544,7 +531,7 @@ def main() -> None:
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
     cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets), tuple(a.budgets), a.pair_tokens) if pair_wanted else []) + \
         (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles), a.big_eager_stage,
-                     a.big_reorder, a.big_head_chunks)
+                     a.big_reorder)
          if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)

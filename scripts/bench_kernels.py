@@ -64,7 +64,8 @@ Sections (`--sections`, all by default):
   request's req_to_token row reordered, kernels/slot_reorder.py) in place of commit + move; and the
   draft head (one GEMM over `--hidden` features) beside the head in `--round-head-chunks` chunks
   with their scans on a side stream followed by the rest of "extra (reorder)": their difference is
-  the round's extra work with both opt-in switches (`DDTREE_HEAD_CHUNKS`, `DDTREE_KV_COMMIT=reorder`).
+  what the round's extra work would be with the head in chunks (kernels/head_topk.py, measured slower,
+  not used by the runtime) and the reorder.
 
     python scripts/bench_kernels.py --json bench.json
     python scripts/bench_kernels.py --device cpu --vocab 3000 --batch 2 --topk-k 8 --budget 8 \
@@ -857,7 +858,7 @@ def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
             def head_gemm() -> torch.Tensor:  # the draft head alone (one GEMM): what the goal leaves out
                 return torch.mm(hidden.view(-1, args.hidden), weight.T)
 
-            def chunked_extra_fn() -> None:  # DDTREE_HEAD_CHUNKS + the reorder: head, top-K, build, mask, walk, reorder
+            def chunked_extra_fn() -> None:  # the head in chunks + the reorder: head, top-K, build, mask, walk, reorder
                 parts, _ = head_topk_parts(hidden, weight, k, args.round_head_chunks, side)
                 t = select_tree_triton(*log_probs(parts), budget)
                 build_tree_mask_triton(t.parent, prefix_lens, prefix_sum, prefix_ones=False)

@@ -2,7 +2,7 @@
 
 usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
                             [--tp-size N] [--page-size N] [--attention-backend triton|flashinfer]
-                            [--kv-commit move|reorder|reorder-overlap] [--head-chunks N] [--mask-in-place]
+                            [--kv-commit move|reorder|reorder-overlap] [--mask-in-place]
 
 Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
 `offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
@@ -46,16 +46,14 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
 SUITES = ("base", "offchain")
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 # What a DDTREE engine's log shows (at warning, the engines' level) when it commits by reordering
-# req_to_token (patches/kv_commit.py) and when its draft head runs in chunks (patches/tree_stage.py's
-# HEAD_LOG begins so).
+# req_to_token (patches/kv_commit.py).
 REORDER_LOG = "DDTREE KV commit: reorder"
-HEAD_CHUNKS_LOG = "DDTREE draft head: {chunks} chunks"
 MASK_IN_PLACE_LOG = "DDTREE verify mask: built in place"  # patches/tree_verify.py's MASK_LOG begins so
 
 
 def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1,
             attention_backend: str = "triton", eager_stage: bool = False, kv_commit: str = "move",
-            head_chunks: int = 0, mask_in_place: bool = False) -> list[dict]:
+            mask_in_place: bool = False) -> list[dict]:
     """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend, all
     of them (plain references included) run with that setting, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
@@ -63,7 +61,6 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
     `kv_commit="reorder"`: every engine without the overlap scheduler (where the reordering commit
     needs no fence), DDTREE engines with DDTREE_KV_COMMIT=reorder and required to log that they ran it;
     `"reorder-overlap"`: the same under the overlap scheduler (the fenced commit, 0.5.15+).
-    `head_chunks` N > 0: DDTREE engines with DDTREE_HEAD_CHUNKS=N, required to log that their head runs so.
     `mask_in_place`: DDTREE engines with DDTREE_MASK_IN_PLACE=1; those with CUDA graphs (the only ones
     that have the buffer) must log that they used it."""
     out = (base_configs(eager_stage) if "base" in suites else []) + \
@@ -77,8 +74,6 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
         out = [dict(c, engine={**c.get("engine", {}), **extra}) for c in out]
     if kv_commit in ("reorder", "reorder-overlap"):
         out = _ddtree_switch(out, "DDTREE_KV_COMMIT", "reorder", REORDER_LOG)
-    if head_chunks:
-        out = _ddtree_switch(out, "DDTREE_HEAD_CHUNKS", str(head_chunks), HEAD_CHUNKS_LOG.format(chunks=head_chunks))
     if mask_in_place:
         out = _ddtree_switch(out, "DDTREE_MASK_IN_PLACE", "1", MASK_IN_PLACE_LOG, only_graphed=True)
     return [with_own_ports(c, i) for i, c in enumerate(out)]
@@ -334,8 +329,6 @@ def main() -> int:
                     help="reorder: DDTREE commits by reordering req_to_token (DDTREE_KV_COMMIT=reorder), every "
                          "engine without the overlap scheduler; reorder-overlap: the same under the overlap "
                          "scheduler (fenced, 0.5.15+)")
-    ap.add_argument("--head-chunks", type=int, default=0, metavar="N",
-                    help="DDTREE engines run their draft head in N chunks (DDTREE_HEAD_CHUNKS=N) and must log it")
     ap.add_argument("--mask-in-place", action="store_true",
                     help="DDTREE engines build the verify mask in the attention backend's graph buffer "
                          "(DDTREE_MASK_IN_PLACE=1); those with CUDA graphs must log it")
@@ -346,7 +339,7 @@ def main() -> int:
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
     cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size, a.attention_backend,
-                   a.eager_stage, a.kv_commit, a.head_chunks, a.mask_in_place)
+                   a.eager_stage, a.kv_commit, a.mask_in_place)
     if a.only:
         models = {c["model"] for c in cfgs if c["name"] in a.only}
         cfgs = [c for c in cfgs if c["name"] in a.only

@@ -363,33 +363,8 @@ def test_big_reorder_is_one_more_ddtree_engine_that_must_log_the_reorder(tmp_pat
     assert why.startswith("8b_ddtree_reorder: its engine log lacks 'DDTREE KV commit: reorder'")
 
 
-def test_big_head_chunks_is_one_more_ddtree_engine_that_must_log_its_chunks(tmp_path: Path) -> None:
-    """--big-head-chunks N: a DDTREE engine on triton with DDTREE_HEAD_CHUNKS=N beside the default; its log
-    must carry the line the tree stage writes when it keeps the chunks (tests/test_tree_stage.py checks
-    that line), else the engine ran the one-GEMM head and its rows would time the wrong thing."""
-    pair = _tokenizer_pair(tmp_path)
-    cfgs = bench_e2e.big_configs(tmp_path / "big", pair, ("triton",), (), head_chunks=8)
-    assert [(c["name"], c.get("variant"), c.get("env")) for c in cfgs] == [
-        ("8b_dflash", None, None), ("8b_ddtree", None, None),
-        ("8b_ddtree_head_chunks", "head in 8 chunks", {"DDTREE_HEAD_CHUNKS": "8"})]
-    assert cfgs[2]["engine"] == cfgs[1]["engine"]
-    assert "8b_ddtree_head_chunks" not in [c["name"] for c in bench_e2e.big_configs(tmp_path / "b2", pair)]
-
-    class W:
-        def __init__(self, cfg: dict, text: str) -> None:
-            self.cfg, self.name, self.log = cfg, cfg["name"], tmp_path / f"{cfg['name']}.log"
-            self.log.write_text(text)
-
-    kept = W(cfgs[2], "[2026] WARNING tree_stage.py: DDTREE draft head: 8 chunks, each scanned behind its GEMM\n")
-    assert bench_e2e.missing_log_lines([kept]) == []
-    (why,) = bench_e2e.missing_log_lines([W(cfgs[2], "DDTREE: DDTREE_HEAD_CHUNKS=8 ignored (...)\n")])
-    assert why.startswith("8b_ddtree_head_chunks: its engine log lacks 'DDTREE draft head: 8 chunks'")
-    assert "DDTREE_HEAD_CHUNKS=8 python" in bench_e2e.command_line({"DDTREE_HEAD_CHUNKS": "8"}, [])
-
-
 @pytest.mark.parametrize("argv, why", [(["--big-verify-tiles", "M24N64w4"], "expected M<BLOCK_M>"),
-                                       (["--big-batches", "3"], "--big-batches takes"),
-                                       (["--big-head-chunks", "-2"], "--big-head-chunks must be")])
+                                       (["--big-batches", "3"], "--big-batches takes")])
 def test_bad_big_options_are_refused(tmp_path: Path, monkeypatch, argv: list[str], why: str) -> None:
     monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path), "--phases", "big",
                                       "--out", str(tmp_path / "o"), *argv])

@@ -88,21 +88,21 @@ def test_reorder_under_overlap_keeps_the_overlap_scheduler() -> None:
             assert b == a
 
 
-def test_head_chunks_give_ddtree_engines_the_switch_and_a_line_to_log(tmp_path) -> None:
-    """--head-chunks N (with the reorder too): only DDTREE engines get DDTREE_HEAD_CHUNKS=N, and each must log
-    both switches' lines; a log missing either fails the row."""
-    plain, both = gpu_matrix.configs(), gpu_matrix.configs(kv_commit="reorder-overlap", head_chunks=8)
-    head = gpu_matrix.HEAD_CHUNKS_LOG.format(chunks=8)
+def test_two_switches_give_ddtree_engines_both_and_both_lines_to_log(tmp_path) -> None:
+    """--kv-commit reorder-overlap --mask-in-place (as run on the H200, docs/gpu-2026-12-05b.txt): only DDTREE
+    engines get both switches, and a graphed one must log both lines; a log missing either fails the row."""
+    plain, both = gpu_matrix.configs(), gpu_matrix.configs(kv_commit="reorder-overlap", mask_in_place=True)
+    mask = gpu_matrix.MASK_IN_PLACE_LOG
     for a, b in zip(plain, both):
         if b["algo"] == "DDTREE":
-            assert b["env"] == {**a.get("env", {}), "DDTREE_KV_COMMIT": "reorder", "DDTREE_HEAD_CHUNKS": "8"}
-            assert b["log_must"] == [gpu_matrix.REORDER_LOG, head]
+            assert b["env"] == {**a.get("env", {}), "DDTREE_KV_COMMIT": "reorder", "DDTREE_MASK_IN_PLACE": "1"}
+            assert b["log_must"] == [gpu_matrix.REORDER_LOG, *([mask] if b.get("cuda_graph") else [])]
         else:
             assert b == a
-    cfg = next(c for c in both if c["algo"] == "DDTREE")
+    cfg = next(c for c in both if c["algo"] == "DDTREE" and c.get("cuda_graph"))
     log = tmp_path / "engine.log"
-    for text, missing in ((f"{gpu_matrix.REORDER_LOG}\n{head}, each scanned behind its GEMM\n", None),
-                          (f"{gpu_matrix.REORDER_LOG}\n", head), (f"{head}\n", gpu_matrix.REORDER_LOG), ("", gpu_matrix.REORDER_LOG)):
+    for text, missing in ((f"{gpu_matrix.REORDER_LOG}\n{mask} in the attention backend's graph buffer\n", None),
+                          (f"{gpu_matrix.REORDER_LOG}\n", mask), (f"{mask}\n", gpu_matrix.REORDER_LOG), ("", gpu_matrix.REORDER_LOG)):
         log.write_text(text)
         assert gpu_matrix.missing_log_line(cfg, log) == missing
     assert gpu_matrix.missing_log_line(cfg, tmp_path / "absent.log") == gpu_matrix.REORDER_LOG

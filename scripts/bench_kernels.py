@@ -55,6 +55,11 @@ Sections (`--sections`, all by default):
   `--head-chunks`; the chunked GEMM alone too. "top-K visible" = a form's time minus the one-GEMM
   time: what the top-K adds to the head (issue 11: <= 60 us at batch 64, K=64). Fails if a form's
   tokens differ from today's.
+- gemm: the draft head's GEMM (cuBLAS) with the top-K after it (today's runtime) against a Triton
+  GEMM with the top-K's scan in its epilogue followed by the select (`kernels/head_gemm_scan.py`),
+  and that Triton GEMM without the epilogue, for each `--gemm-tiles` (BMxBNxBK, w warps, s stages).
+  "top-K visible" = a form's time minus cuBLAS's GEMM alone. Fails if the epilogue's tokens are not
+  the top-K of the logits it wrote.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
   reference (device->host copy, plain-Python heap and numpy visibility per request); and
   "extra": every DDTree-only step of a round as the runtime runs it (top-K + LSE, tree build,
@@ -79,6 +84,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import statistics
 import sys
 import time
@@ -94,6 +100,7 @@ import torch  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
+from kernels.head_gemm_scan import head_gemm_scan, head_gemm_topk  # noqa: E402
 from kernels.head_topk import chunk_plan, head_topk_parts  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, TouchedLists, apply_path_penalties, path_adjust_torch,  # noqa: E402
@@ -807,6 +814,53 @@ def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return out
 
 
+def gemm_tiles(spec: str) -> dict[str, int]:
+    """`128x256x64w8s3` -> head_gemm_scan's tile keywords."""
+    m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)", spec)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{spec!r}: expected BMxBNxBKwWARPSsSTAGES, e.g. 128x256x64w8s3")
+    bm, bn, bk, w, st = map(int, m.groups())
+    return dict(block_m=bm, block_n=bn, block_k=bk, num_warps=w, num_stages=st)
+
+
+def bench_gemm(args: argparse.Namespace, timer: Timer) -> list[dict]:
+    """cuBLAS's head GEMM, then today's top-K, against the Triton GEMM with the scan in its epilogue, then
+    the select (and the same GEMM without the epilogue), per batch and tile set."""
+    dev, k = args.device, args.topk_k[0]
+    gen = torch.Generator(device=dev).manual_seed(0)
+    weight = (torch.randn(args.vocab, args.hidden, generator=gen, device=dev) * 0.02).to(torch.bfloat16)
+    out, table, wrong = [], [], []
+    for bs in args.batch:
+        x = torch.randn(bs, args.depth, args.hidden, generator=gen, device=dev).to(torch.bfloat16)
+        rows = x.view(-1, args.hidden)
+
+        def gemm() -> torch.Tensor:
+            return torch.mm(rows, weight.T)
+
+        fns: dict[str, Callable[[], object]] = {
+            "cuBLAS GEMM": gemm,
+            "cuBLAS GEMM + top-K": lambda: topk_parts_triton(gemm().view(bs, args.depth, args.vocab), k)}
+        for spec in args.gemm_tiles:
+            tiles = gemm_tiles(spec)
+            parts, logits = head_gemm_topk(x, weight, k, **tiles)
+            if not torch.equal(parts.tokens, topk_parts_triton(logits, k).tokens):
+                wrong.append((bs, spec))
+            fns[f"Triton GEMM {spec}"] = lambda t=tiles: head_gemm_scan(rows, weight, scan=False, **t)
+            fns[f"Triton GEMM {spec} + epilogue scan + select"] = lambda t=tiles: head_gemm_topk(x, weight, k, **t)
+        t = timer.measure(fns)
+        base = t["cuBLAS GEMM"]["median"]
+        for name, stats in t.items():
+            visible = stats["median"] - base if name != "cuBLAS GEMM" else None
+            out.append({"batch": bs, "form": name, "us": stats, "topk_visible_us": visible})
+            table.append([str(bs), name, _cell(stats), "" if visible is None else f"{visible:.1f}"])
+    _table(f"Draft head GEMM with the scan in its epilogue, V={args.vocab}, H={args.hidden}, D={args.depth}, K={k}, "
+           "bf16: us median [p10-p90]; top-K visible = form - cuBLAS GEMM (issue 11: <= 60 us at batch 64)",
+           ["batch", "form", "us", "top-K visible"], table)
+    if wrong:
+        raise RuntimeError(f"the epilogue's top-K is not the top-K of its own logits at {wrong}")
+    return out
+
+
 def bench_round(args: argparse.Namespace, timer: Timer) -> list[dict]:
     out, rows = [], []
     cols = ["topk", "build", "mask", "walk", "commit", "move", "reorder", "build+mask+walk", "extra", "extra (reorder)",
@@ -905,7 +959,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
     "move": bench_move,
     "posterior": bench_posterior, "posterior-tune": bench_posterior_tune,
     "posterior-profile": bench_posterior_profile, "penalties": bench_penalties,
-    "head": bench_head, "round": bench_round,
+    "head": bench_head, "gemm": bench_gemm, "round": bench_round,
 }
 
 
@@ -927,6 +981,9 @@ def main() -> int:
                         help="the posterior-profile section's cases")
     parser.add_argument("--hidden", type=int, default=4096, help="head section: the draft features' width")
     parser.add_argument("--head-chunks", type=int, nargs="+", default=[4, 8, 16], help="head section: chunk counts")
+    parser.add_argument("--gemm-tiles", nargs="+", default=["128x256x64w8s3", "128x128x64w8s4", "64x256x64w4s4",
+                                                            "16x256x128w4s4"],
+                        help="gemm section: Triton tile sets, BMxBNxBKwWARPSsSTAGES")
     parser.add_argument("--round-head-chunks", type=int, default=8, help="round section: the chunked head's chunks")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)

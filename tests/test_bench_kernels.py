@@ -72,3 +72,33 @@ def test_scan_section_compares_each_form_on_the_real_groups():
     args = argparse.Namespace(device=device, vocab=2100, batch=[1], depth=2)
     records = bench_kernels.bench_scan(args, bench_kernels.Timer(device, samples=1, replays=1))
     assert {r["form"] for r in records} == set(bench_kernels.SCAN_VARIANTS)
+
+
+def test_gemm_section_times_each_tile_set_and_checks_the_epilogue_topk(monkeypatch):
+    """Every form per batch, the visible top-K relative to cuBLAS's GEMM; a tile set whose epilogue picks
+    other tokens than the top-K of its own logits fails the section."""
+    import argparse
+
+    if not torch.cuda.is_available() and not bench_kernels.os.environ.get("TRITON_INTERPRET"):
+        pytest.skip("Triton on CPU needs TRITON_INTERPRET=1 (set by tests/kernels_env)")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    args = argparse.Namespace(device=device, vocab=1100, hidden=64, depth=3, batch=[1], topk_k=[8],
+                              gemm_tiles=["16x64x32w4s1"])
+    records = bench_kernels.bench_gemm(args, bench_kernels.Timer(device, samples=1, replays=1))
+    assert [r["form"] for r in records] == ["cuBLAS GEMM", "cuBLAS GEMM + top-K", "Triton GEMM 16x64x32w4s1",
+                                            "Triton GEMM 16x64x32w4s1 + epilogue scan + select"]
+    assert records[0]["topk_visible_us"] is None and all(r["topk_visible_us"] is not None for r in records[1:])
+    assert bench_kernels.gemm_tiles("128x256x64w8s3") == dict(block_m=128, block_n=256, block_k=64, num_warps=8,
+                                                              num_stages=3)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected BMxBNxBK"):
+        bench_kernels.gemm_tiles("128x256")
+
+    real = bench_kernels.head_gemm_topk
+
+    def off_by_one(*a, **kw):  # an epilogue that picked the next token over
+        parts, logits = real(*a, **kw)
+        return parts._replace(tokens=parts.tokens + 1), logits
+
+    monkeypatch.setattr(bench_kernels, "head_gemm_topk", off_by_one)
+    with pytest.raises(RuntimeError, match="not the top-K of its own logits"):
+        bench_kernels.bench_gemm(args, bench_kernels.Timer(device, samples=1, replays=1))

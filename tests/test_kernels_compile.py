@@ -34,6 +34,7 @@ RECORDED_TESTS = (
     "tests/test_kernels_vocab_topk.py::test_stream_ties_masked_and_signed_zeros",
     "tests/test_kernels_vocab_topk.py::test_radix_fallback_values",
     "tests/test_kernels_head_topk.py::test_interleaved_parts_equal_the_scan_of_the_same_logits",  # scans from split > 0
+    "tests/test_kernels_head_gemm_scan.py::test_epilogue_parts_are_the_scans_maxima",  # with and without the epilogue
 )
 
 

@@ -763,20 +763,38 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return records
 
 
+def _head_problem(args: argparse.Namespace) -> tuple[torch.Generator, torch.Tensor]:
+    """The head sections' generator and bf16 head weight [V, H]."""
+    gen = torch.Generator(device=args.device).manual_seed(0)
+    return gen, (torch.randn(args.vocab, args.hidden, generator=gen, device=args.device) * 0.02).to(torch.bfloat16)
+
+
+def _head_features(args: argparse.Namespace, gen: torch.Generator, bs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Draft features [bs, D, H] and their rows [bs x D, H]."""
+    x = torch.randn(bs, args.depth, args.hidden, generator=gen, device=args.device).to(torch.bfloat16)
+    return x, x.view(-1, args.hidden)
+
+
+def _visible_rows(bs: int, timings: dict[str, Stats], base: str, out: list[dict], table: list[list[str]]) -> None:
+    """Each form's time and "top-K visible": its median minus the `base` form's (the head's GEMM alone)."""
+    for name, stats in timings.items():
+        visible = stats["median"] - timings[base]["median"] if name != base else None
+        out.append({"batch": bs, "form": name, "us": stats, "topk_visible_us": visible})
+        table.append([str(bs), name, _cell(stats), "" if visible is None else f"{visible:.1f}"])
+
+
 def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """One head GEMM + top-K (today) vs the chunked GEMM with each chunk's scan behind it, same stream
     and side stream, per batch and chunk count; the top-K's visible cost is each form minus the GEMM."""
     dev, k = args.device, args.topk_k[0]
-    gen = torch.Generator(device=dev).manual_seed(0)
-    weight = (torch.randn(args.vocab, args.hidden, generator=gen, device=dev) * 0.02).to(torch.bfloat16)
+    gen, weight = _head_problem(args)
     # the runtime's side stream (high priority: its scan blocks go first as GEMM blocks retire) and one at
     # the default priority, to see what the priority does
     sides = {"side stream": torch.cuda.Stream(priority=-1), "side stream, default priority": torch.cuda.Stream()} \
         if dev == "cuda" else {}
     out, table, differ = [], [], []
     for bs in args.batch:
-        x = torch.randn(bs, args.depth, args.hidden, generator=gen, device=dev).to(torch.bfloat16)
-        rows = x.view(-1, args.hidden)
+        x, rows = _head_features(args, gen, bs)
 
         def gemm() -> torch.Tensor:
             return torch.mm(rows, weight.T)
@@ -800,12 +818,7 @@ def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
                           for label, st in sides.items()})
             differ += [(bs, name) for name, fn in scans.items() if not torch.equal(fn()[0].tokens, want)]
             fns.update(scans)
-        t = timer.measure(fns)
-        base = t["GEMM"]["median"]
-        for name, stats in t.items():
-            visible = stats["median"] - base if name != "GEMM" else None
-            out.append({"batch": bs, "form": name, "us": stats, "topk_visible_us": visible})
-            table.append([str(bs), name, _cell(stats), "" if visible is None else f"{visible:.1f}"])
+        _visible_rows(bs, timer.measure(fns), "GEMM", out, table)
     _table(f"Draft head + top-K, V={args.vocab}, H={args.hidden}, D={args.depth}, K={k}, bf16: us median [p10-p90]; "
            "top-K visible = form - GEMM (issue 11: <= 60 us at batch 64)", ["batch", "form", "us", "top-K visible"],
            table)
@@ -826,13 +839,11 @@ def gemm_tiles(spec: str) -> dict[str, int]:
 def bench_gemm(args: argparse.Namespace, timer: Timer) -> list[dict]:
     """cuBLAS's head GEMM, then today's top-K, against the Triton GEMM with the scan in its epilogue, then
     the select (and the same GEMM without the epilogue), per batch and tile set."""
-    dev, k = args.device, args.topk_k[0]
-    gen = torch.Generator(device=dev).manual_seed(0)
-    weight = (torch.randn(args.vocab, args.hidden, generator=gen, device=dev) * 0.02).to(torch.bfloat16)
+    k = args.topk_k[0]
+    gen, weight = _head_problem(args)
     out, table, wrong = [], [], []
     for bs in args.batch:
-        x = torch.randn(bs, args.depth, args.hidden, generator=gen, device=dev).to(torch.bfloat16)
-        rows = x.view(-1, args.hidden)
+        x, rows = _head_features(args, gen, bs)
 
         def gemm() -> torch.Tensor:
             return torch.mm(rows, weight.T)
@@ -847,12 +858,7 @@ def bench_gemm(args: argparse.Namespace, timer: Timer) -> list[dict]:
                 wrong.append((bs, spec))
             fns[f"Triton GEMM {spec}"] = lambda t=tiles: head_gemm_scan(rows, weight, scan=False, **t)
             fns[f"Triton GEMM {spec} + epilogue scan + select"] = lambda t=tiles: head_gemm_topk(x, weight, k, **t)
-        t = timer.measure(fns)
-        base = t["cuBLAS GEMM"]["median"]
-        for name, stats in t.items():
-            visible = stats["median"] - base if name != "cuBLAS GEMM" else None
-            out.append({"batch": bs, "form": name, "us": stats, "topk_visible_us": visible})
-            table.append([str(bs), name, _cell(stats), "" if visible is None else f"{visible:.1f}"])
+        _visible_rows(bs, timer.measure(fns), "cuBLAS GEMM", out, table)
     _table(f"Draft head GEMM with the scan in its epilogue, V={args.vocab}, H={args.hidden}, D={args.depth}, K={k}, "
            "bf16: us median [p10-p90]; top-K visible = form - cuBLAS GEMM (issue 11: <= 60 us at batch 64)",
            ["batch", "form", "us", "top-K visible"], table)

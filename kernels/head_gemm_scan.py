@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 
 from .fast_math import COMPILED
-from .vocab_topk import GROUP, STREAM_MAX_K, SUPER, ScanParts, TopKParts, select_stage
+from .vocab_topk import GROUP, SUPER, ScanParts, TopKParts, check_stream_k, select_stage
 
 BLOCK_M, BLOCK_N, BLOCK_K = 128, 256, 64  # Hopper wgmma-sized tiles; the benchmark tries others
 GROUP_M = 8  # M tiles that share one sweep of N tiles (L2 reuse of the weight)
@@ -110,8 +110,7 @@ def head_gemm_topk(hidden: torch.Tensor, weight: torch.Tensor, k: int, **tiles) 
     scan in its epilogue, then `vocab_topk`'s select. CUDA (or the interpreter); K <= STREAM_MAX_K."""
     bs, depth, _ = hidden.shape
     vocab = weight.shape[0]
-    if not 1 <= k <= min(vocab, STREAM_MAX_K) or vocab >= 2**31:
-        raise ValueError(f"k={k} must be in [1, min(V={vocab}, {STREAM_MAX_K})] and V below 2**31")
+    check_stream_k(vocab, k)
     logits, scan = head_gemm_scan(hidden.reshape(bs * depth, -1), weight, **tiles)
     return select_stage(logits, scan, k).per_request(bs, depth), logits.view(bs, depth, vocab)
 

@@ -25,7 +25,7 @@ from typing import NamedTuple, Optional
 import torch
 import triton
 
-from .vocab_topk import (PROGRAMS_PER_SM, STREAM_MAX_K, ScanLayout, TopKParts, _default_splits, empty_scan_parts,
+from .vocab_topk import (PROGRAMS_PER_SM, ScanLayout, TopKParts, _default_splits, check_stream_k, empty_scan_parts,
                          launch_scan, scan_layout, select_stage, topk_parts_torch)
 
 
@@ -66,8 +66,7 @@ def head_topk_parts(hidden: torch.Tensor, weight: torch.Tensor, k: int, chunks: 
                          f"{tuple(weight.shape)}")
     bs, depth, _ = hidden.shape
     vocab = weight.shape[0]
-    if not 1 <= k <= min(vocab, STREAM_MAX_K) or vocab >= 2**31:
-        raise ValueError(f"k={k} must be in [1, min(V={vocab}, {STREAM_MAX_K})] and V below 2**31")
+    check_stream_k(vocab, k)
     rows = bs * depth
     layout, plan = chunk_plan(rows, vocab, chunks, weight.device)
     x = hidden.reshape(rows, -1).to(weight.dtype)

@@ -226,6 +226,12 @@ def _check(draft_logits: torch.Tensor, k: int) -> None:
         raise ValueError(f"V={draft_logits.shape[-1]} must be below 2**31")
 
 
+def check_stream_k(vocab: int, k: int) -> None:
+    """The streaming top-K's bounds for a vocabulary of `vocab` (the heads that feed its select check them)."""
+    if not 1 <= k <= min(vocab, STREAM_MAX_K) or vocab >= 2**31:
+        raise ValueError(f"k={k} must be in [1, min(V={vocab}, {STREAM_MAX_K})] and V below 2**31")
+
+
 def topk_parts_torch(draft_logits: torch.Tensor, k: int) -> TopKParts:
     """Reference: a stable descending sort (ties in token order) and torch's fp32 log-sum-exp."""
     _check(draft_logits, k)

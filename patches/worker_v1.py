@@ -11,8 +11,8 @@ narrow hooks:
    chain draft is built from (the chain's tokens are replaced by the tree's, so only their shape
    counts; a second read of the logits for the argmax would be wasted).
 2. `_prepare_for_speculative_decoding`: after DFlash's draft, the chain's verify slots are released
-   and a tree verify input takes its place: `kernels.build_tree` -> `pad_tree` to the verify width
-   -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask, slots of positions
+   and a tree verify input takes its place: the tree from the hook's top-K (`select_tree`) ->
+   `pad_tree` to the verify width -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask, slots of positions
    `prefix .. prefix + width`).
 3. `DDTreeVerifyInputV1.verify` (called by DFlash's `forward_batch_generation` with the target's
    verify logits): posterior per node (`node_sampling.NodeSampler`, as the spec-v2 adapter:
@@ -43,7 +43,7 @@ from sglang.srt.speculative.ddtree.kernels.tree_build import root_only_tree, sel
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
 from sglang.srt.speculative.ddtree.tree_round import (
-    draft_server_args, free_past_kept_pages, path_features,
+    draft_server_args, free_past_kept_pages, head_weight, path_features,
 )
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
@@ -199,15 +199,14 @@ class DDTreeWorkerV1(DFlashWorker):
 
         The chain's tokens are the top-1 (the argmax; ties to the smaller id, as torch.argmax); the
         tree replaces them, so computing the argmax separately would read the logits twice."""
-        weight = lm_head.weight
-        shard = getattr(lm_head, "shard_indices", None)
-        num_vocab = int(shard.num_org_elements) if shard is not None else int(weight.shape[0])
+        weight = head_weight(lm_head)
+        num_vocab = int(weight.shape[0])
         rows = hidden_states.shape[0]
         logits = torch.empty((rows, num_vocab), dtype=weight.dtype, device=hidden_states.device)
         step = max(1, int(chunk_size))
         for start in range(0, rows, step):
             end = min(rows, start + step)
-            torch.matmul(hidden_states[start:end].to(weight.dtype), weight[:num_vocab].T, out=logits[start:end])
+            torch.matmul(hidden_states[start:end].to(weight.dtype), weight.T, out=logits[start:end])
         if self.budget == 0:  # root-only trees: no top-K to keep
             self._pending_topk = None
             return torch.zeros(rows, dtype=torch.int64, device=logits.device)

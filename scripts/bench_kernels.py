@@ -989,6 +989,7 @@ def main() -> int:
     parser.add_argument("--head-chunks", type=int, nargs="+", default=[4, 8, 16], help="head section: chunk counts")
     parser.add_argument("--gemm-tiles", nargs="+", default=["128x256x64w8s3", "128x128x64w8s4", "64x256x64w4s4",
                                                             "16x256x128w4s4"],
+                        type=lambda spec: gemm_tiles(spec) and spec,  # a bad spec fails before any section runs
                         help="gemm section: Triton tile sets, BMxBNxBKwWARPSsSTAGES")
     parser.add_argument("--round-head-chunks", type=int, default=8, help="round section: the chunked head's chunks")
     parser.add_argument("--layers", type=int, default=36)

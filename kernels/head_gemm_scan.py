@@ -11,9 +11,9 @@ runs unchanged (it reads back only the logits of the KP winning groups).
 
 Exact with respect to the stored logits: the epilogue works on the tile rounded to the output dtype,
 the values the select reads, so the tokens are `topk` of the logits this kernel wrote (which may
-differ from cuBLAS's in the last bit: another summation order). Whether a Triton GEMM with this
-epilogue is as fast as cuBLAS alone is what `bench_kernels.py --sections gemm` measures; nothing in
-the runtime uses it yet.
+differ from cuBLAS's in the last bit: another summation order). `bench_kernels.py --sections gemm`
+measured it slower than cuBLAS + the top-K at batch 1, 8 and 64 on the H200 (the Triton GEMM alone
+already is at batches 8 and 64; docs/kernels.md), so nothing in the runtime uses it.
 """
 
 from __future__ import annotations

@@ -55,11 +55,6 @@ Sections (`--sections`, all by default):
   `--head-chunks`; the chunked GEMM alone too. "top-K visible" = a form's time minus the one-GEMM
   time: what the top-K adds to the head (issue 11: <= 60 us at batch 64, K=64). Fails if a form's
   tokens differ from today's.
-- groups: the draft head's GEMM, top-K and tree build one after the other (today's stage) against the
-  same in `--head-groups` request groups, each group's top-K and build right behind its GEMM or on a
-  side stream beside the next group's GEMM (`kernels/head_groups.py`), the grouped GEMM alone too, at
-  the last `--budget`. "top-K visible" = a form's time minus the one GEMM (the build included). Fails
-  if a grouped tree differs from today's.
 - gemm: the draft head's GEMM (cuBLAS) with the top-K after it (today's runtime) against a Triton
   GEMM with the top-K's scan in its epilogue followed by the select (`kernels/head_gemm_scan.py`),
   and that Triton GEMM without the epilogue, for each `--gemm-tiles` (BMxBNxBK, w warps, s stages).
@@ -106,7 +101,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.head_gemm_scan import head_gemm_scan, head_gemm_topk  # noqa: E402
-from kernels.head_groups import group_bounds, head_tree_grouped, head_tree_reference  # noqa: E402
 from kernels.head_topk import chunk_plan, head_topk_parts  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, TouchedLists, apply_path_penalties, path_adjust_torch,  # noqa: E402
@@ -833,49 +827,6 @@ def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return out
 
 
-def bench_groups(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """The head GEMM + top-K + tree build as today (one after the other) against the same in request groups,
-    each group's top-K and build on a side stream beside the next group's GEMM (`kernels/head_groups.py`),
-    per batch and group count; "top-K visible" is each form minus the one GEMM."""
-    budget = args.budget[-1]
-    gen, weight = _head_problem(args)
-    sides = {"one stream": None, "side stream": torch.cuda.Stream(priority=-1)} if args.device == "cuda" else {
-        "one stream": None}
-    out, table, differ = [], [], []
-    for bs in args.batch:
-        x, rows = _head_features(args, gen, bs)
-
-        def gemm() -> torch.Tensor:
-            return torch.mm(rows, weight.T)
-
-        fns: dict[str, Callable[[], object]] = {
-            "GEMM": gemm, "GEMM + top-K + build": lambda: head_tree_reference(x, weight, budget, None)}
-        want = head_tree_reference(x, weight, budget, None)
-        for g in args.head_groups:
-            n = len(group_bounds(bs, g))
-
-            def grouped_gemm(g=g) -> None:
-                logits = torch.empty(rows.shape[0], args.vocab, dtype=weight.dtype, device=args.device)
-                for a, b in group_bounds(bs, g):
-                    torch.mm(rows[a * args.depth:b * args.depth], weight.T, out=logits[a * args.depth:b * args.depth])
-
-            forms = {f"{n} groups: GEMM + top-K + build, {label}":
-                     (lambda g=g, st=st: head_tree_grouped(x, weight, budget, None, g, st))
-                     for label, st in sides.items()}
-            exact = 6 if args.device == "cuda" else 5  # the CPU reference's LSE is summed in another order
-            differ += [(bs, name) for name, fn in forms.items()
-                       if not all(torch.equal(a, b) for a, b in zip(fn()[:exact], want[:exact]))]
-            fns[f"{n} groups: GEMM"] = grouped_gemm
-            fns.update(forms)
-        _visible_rows(bs, timer.measure(fns), "GEMM", out, table)
-    _table(f"Draft head + top-K + tree build in request groups, V={args.vocab}, H={args.hidden}, D={args.depth}, "
-           f"budget {budget}, bf16: us median [p10-p90]; top-K visible = form - GEMM (the build included)",
-           ["batch", "form", "us", "top-K visible"], table)
-    if differ:
-        raise RuntimeError(f"grouped forms built other trees than the one-GEMM stage at {differ}")
-    return out
-
-
 def gemm_tiles(spec: str) -> dict[str, int]:
     """`128x256x64w8s3` -> head_gemm_scan's tile keywords."""
     m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)", spec)
@@ -1014,7 +965,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
     "move": bench_move,
     "posterior": bench_posterior, "posterior-tune": bench_posterior_tune,
     "posterior-profile": bench_posterior_profile, "penalties": bench_penalties,
-    "head": bench_head, "groups": bench_groups, "gemm": bench_gemm, "round": bench_round,
+    "head": bench_head, "gemm": bench_gemm, "round": bench_round,
 }
 
 
@@ -1036,7 +987,6 @@ def main() -> int:
                         help="the posterior-profile section's cases")
     parser.add_argument("--hidden", type=int, default=4096, help="head section: the draft features' width")
     parser.add_argument("--head-chunks", type=int, nargs="+", default=[4, 8, 16], help="head section: chunk counts")
-    parser.add_argument("--head-groups", type=int, nargs="+", default=[2, 4, 8], help="groups section: request groups")
     parser.add_argument("--gemm-tiles", nargs="+", default=["128x256x64w8s3", "128x128x64w8s4", "64x256x64w4s4",
                                                             "16x256x128w4s4"],
                         type=lambda spec: gemm_tiles(spec) and spec,  # a bad spec fails before any section runs

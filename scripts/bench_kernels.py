@@ -57,7 +57,8 @@ Sections (`--sections`, all by default):
   tokens differ from today's.
 - gemm: the draft head's GEMM (cuBLAS) with the top-K after it (today's runtime) against a Triton
   GEMM with the top-K's scan in its epilogue followed by the select (`kernels/head_gemm_scan.py`),
-  and that Triton GEMM without the epilogue, for each `--gemm-tiles` (BMxBNxBK, w warps, s stages).
+  and that Triton GEMM without the epilogue, for each `--gemm-tiles` (BMxBNxBK, w warps, s stages; a
+  trailing t: the persistent kernel with tensor-descriptor (TMA) loads).
   "top-K visible" = a form's time minus cuBLAS's GEMM alone. Fails if the epilogue's tokens are not
   the top-K of the logits it wrote.
 - round: the stages one round runs and build+mask+walk in one graph, against the host
@@ -828,12 +829,12 @@ def bench_head(args: argparse.Namespace, timer: Timer) -> list[dict]:
 
 
 def gemm_tiles(spec: str) -> dict[str, int]:
-    """`128x256x64w8s3` -> head_gemm_scan's tile keywords."""
-    m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)", spec)
+    """`128x256x64w8s3` -> head_gemm_scan's tile keywords; a trailing `t`: the persistent descriptor (TMA) kernel."""
+    m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)(t?)", spec)
     if not m:
-        raise argparse.ArgumentTypeError(f"{spec!r}: expected BMxBNxBKwWARPSsSTAGES, e.g. 128x256x64w8s3")
-    bm, bn, bk, w, st = map(int, m.groups())
-    return dict(block_m=bm, block_n=bn, block_k=bk, num_warps=w, num_stages=st)
+        raise argparse.ArgumentTypeError(f"{spec!r}: expected BMxBNxBKwWARPSsSTAGES[t], e.g. 128x256x64w8s3t")
+    bm, bn, bk, w, st = map(int, m.groups()[:5])
+    return dict(block_m=bm, block_n=bn, block_k=bk, num_warps=w, num_stages=st, tma=m.group(6) == "t")
 
 
 def bench_gemm(args: argparse.Namespace, timer: Timer) -> list[dict]:
@@ -987,10 +988,11 @@ def main() -> int:
                         help="the posterior-profile section's cases")
     parser.add_argument("--hidden", type=int, default=4096, help="head section: the draft features' width")
     parser.add_argument("--head-chunks", type=int, nargs="+", default=[4, 8, 16], help="head section: chunk counts")
-    parser.add_argument("--gemm-tiles", nargs="+", default=["128x256x64w8s3", "128x128x64w8s4", "64x256x64w4s4",
-                                                            "16x256x128w4s4"],
+    parser.add_argument("--gemm-tiles", nargs="+", default=["128x256x64w8s4", "128x256x64w8s3t", "128x256x64w8s4t",
+                                                            "128x128x64w8s4t", "64x128x64w4s4"],
                         type=lambda spec: gemm_tiles(spec) and spec,  # a bad spec fails before any section runs
-                        help="gemm section: Triton tile sets, BMxBNxBKwWARPSsSTAGES")
+                        help="gemm section: Triton tile sets, BMxBNxBKwWARPSsSTAGES, a trailing t: the persistent "
+                             "descriptor (TMA) kernel")
     parser.add_argument("--round-head-chunks", type=int, default=8, help="round section: the chunked head's chunks")
     parser.add_argument("--layers", type=int, default=36)
     parser.add_argument("--kv-heads", type=int, default=8)

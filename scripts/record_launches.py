@@ -19,6 +19,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 from triton.runtime.interpreter import InterpretedFunction  # noqa: E402
+from triton.tools.tensor_descriptor import TensorDescriptor  # noqa: E402
 
 _DTYPES = {torch.float32: "fp32", torch.bfloat16: "bf16", torch.float16: "fp16", torch.int64: "i64",
            torch.int32: "i32", torch.int16: "i16", torch.int8: "i8", torch.uint8: "u8", torch.bool: "i1",
@@ -31,6 +32,8 @@ def _arg(value, constexpr: bool):
         return "constexpr", value
     if isinstance(value, torch.Tensor):
         return "*" + _DTYPES[value.dtype], None
+    if isinstance(value, TensorDescriptor):  # Triton's own spelling of a host-side descriptor's type
+        return f"tensordesc<{_DTYPES[value.base.dtype]}{list(value.block_shape)}>", None
     if isinstance(value, bool):
         return "i1", None
     if isinstance(value, int):

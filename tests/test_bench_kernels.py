@@ -83,13 +83,16 @@ def test_gemm_section_times_each_tile_set_and_checks_the_epilogue_topk(monkeypat
         pytest.skip("Triton on CPU needs TRITON_INTERPRET=1 (set by tests/kernels_env)")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     args = argparse.Namespace(device=device, vocab=1100, hidden=64, depth=3, batch=[1], topk_k=[8],
-                              gemm_tiles=["16x64x32w4s1"])
+                              gemm_tiles=["16x64x32w4s1", "16x64x32w4s1t"])
     records = bench_kernels.bench_gemm(args, bench_kernels.Timer(device, samples=1, replays=1))
     assert [r["form"] for r in records] == ["cuBLAS GEMM", "cuBLAS GEMM + top-K", "Triton GEMM 16x64x32w4s1",
-                                            "Triton GEMM 16x64x32w4s1 + epilogue scan + select"]
+                                            "Triton GEMM 16x64x32w4s1 + epilogue scan + select",
+                                            "Triton GEMM 16x64x32w4s1t",
+                                            "Triton GEMM 16x64x32w4s1t + epilogue scan + select"]
     assert records[0]["topk_visible_us"] is None and all(r["topk_visible_us"] is not None for r in records[1:])
     assert bench_kernels.gemm_tiles("128x256x64w8s3") == dict(block_m=128, block_n=256, block_k=64, num_warps=8,
-                                                              num_stages=3)
+                                                              num_stages=3, tma=False)
+    assert bench_kernels.gemm_tiles("128x256x64w8s3t")["tma"] is True
     with pytest.raises(argparse.ArgumentTypeError, match="expected BMxBNxBK"):
         bench_kernels.gemm_tiles("128x256")
 

@@ -35,6 +35,7 @@ RECORDED_TESTS = (
     "tests/test_kernels_vocab_topk.py::test_radix_fallback_values",
     "tests/test_kernels_head_topk.py::test_interleaved_parts_equal_the_scan_of_the_same_logits",  # scans from split > 0
     "tests/test_kernels_head_gemm_scan.py::test_epilogue_parts_are_the_scans_maxima",  # with and without the epilogue
+    "tests/test_kernels_head_gemm_scan.py::test_descriptor_kernel_writes_the_same_logits_and_parts",  # descriptors
 )
 
 

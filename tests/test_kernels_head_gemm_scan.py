@@ -32,14 +32,30 @@ def _check(hidden: torch.Tensor, weight: torch.Tensor, k: int, **tiles) -> None:
 
 
 @interpreted
-@pytest.mark.parametrize("rows, vocab, hidden, k", [(6, 1000, 64, 8), (17, 2100, 96, 16), (1, 513, 32, 4)])
-def test_interpreted_topk_equals_the_topk_of_the_written_logits(rows, vocab, hidden, k):
+@pytest.mark.parametrize("tma", [False, True])
+@pytest.mark.parametrize("rows, vocab, hidden, k", [(6, 1000, 64, 8), (17, 2100, 96, 16), (1, 513, 40, 4)])
+def test_interpreted_topk_equals_the_topk_of_the_written_logits(rows, vocab, hidden, k, tma):
     """Rows past a whole M tile, a vocabulary past whole N tiles and super-groups, a hidden size that is
-    not a multiple of BLOCK_K; bf16 like the runtime's head."""
+    not a multiple of BLOCK_K (40: the descriptors' zero fill past K); bf16 like the runtime's head; the
+    per-tile kernel and the persistent descriptor kernel."""
     g = torch.Generator().manual_seed(rows)
     h = torch.randn(1, rows, hidden, generator=g)
     w = (torch.randn(vocab, hidden, generator=g) / hidden**0.5 * 4).to(torch.bfloat16)
-    _check(h, w, k, **SMALL)
+    _check(h, w, k, tma=tma, **SMALL)
+
+
+@interpreted
+def test_descriptor_kernel_writes_the_same_logits_and_parts():
+    """Same tiles, same summation order: the persistent descriptor kernel's output equals the per-tile one's
+    bit for bit; a row length TMA cannot describe is refused."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(21, 96, generator=g)
+    w = (torch.randn(1500, 96, generator=g) / 10).to(torch.bfloat16)
+    a, pa = head_gemm_scan(x, w, **SMALL)
+    b, pb = head_gemm_scan(x, w, tma=True, **SMALL)
+    assert torch.equal(a, b) and all(torch.equal(u, v) for u, v in zip(pa, pb))
+    with pytest.raises(ValueError, match="H=95"):
+        head_gemm_scan(x[:, :95], w[:, :95], tma=True, **SMALL)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -82,10 +98,11 @@ def test_bad_tiles_and_k_are_refused():
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("rows", [15, 120, 960])
-def test_cuda_topk_equals_the_topk_of_the_written_logits(rows):
-    """Qwen3's vocabulary, the default (Hopper) tiles, batch 1 / 8 / 64 of a 15-deep draft."""
+def test_cuda_topk_equals_the_topk_of_the_written_logits(rows, tma):
+    """Qwen3's vocabulary, the default (Hopper) tiles, batch 1 / 8 / 64 of a 15-deep draft, both kernels."""
     g = torch.Generator(device="cuda").manual_seed(rows)
     h = torch.randn(1, rows, 512, device="cuda", generator=g)
     w = (torch.randn(151936, 512, device="cuda", generator=g) / 512**0.5 * 4).to(torch.bfloat16)
-    _check(h, w, 64)
+    _check(h, w, 64, tma=tma)

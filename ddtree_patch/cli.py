@@ -14,6 +14,7 @@ from typing import NoReturn, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand, TyperGroup
 
 from ddtree_patch import __version__
 from ddtree_patch.audit import audit as run_audit
@@ -33,7 +34,29 @@ from ddtree_patch.render import (
     with_target,
 )
 
+FLAG = ""  # flags take no value: show none (typer would print <bool>)
+
+
+class _FlagHelp:
+    """--help is a flag too: typer 0.29 builds it without a metavar and prints `--help <bool>`."""
+
+    def get_help_option(self, ctx):  # type: ignore[no-untyped-def]
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = FLAG
+        return option
+
+
+class _Group(_FlagHelp, TyperGroup):
+    pass
+
+
+class _Command(_FlagHelp, TyperCommand):
+    pass
+
+
 app = typer.Typer(
+    cls=_Group,
     help="Add DDTree speculative decoding to an installed SGLang, reversibly.\n\n"
     "Examples:\n\n"
     "  ddtree-patch audit --target .venv/lib/python3.11/site-packages\n\n"
@@ -61,8 +84,6 @@ def _stderr_closed() -> None:
 
 out.on_broken_pipe = _pipe_closed  # type: ignore[method-assign]
 err.on_broken_pipe = _stderr_closed  # type: ignore[method-assign]
-
-FLAG = ""  # flags take no value: show none (typer would print <bool>)
 
 
 def _show_version(value: bool) -> None:
@@ -164,7 +185,7 @@ def _progress(enabled: bool, label: str):
         yield lambda _path: bar.advance(task)
 
 
-@app.command()
+@app.command(cls=_Command)
 def audit(
     python: Optional[str] = AskPythonOpt,
     target: Optional[Path] = TargetOpt,
@@ -192,7 +213,7 @@ def audit(
     raise typer.Exit(0 if ok else 1)
 
 
-@app.command()
+@app.command(cls=_Command)
 def apply(
     python: Optional[str] = PythonOpt,
     target: Optional[Path] = TargetOpt,
@@ -242,7 +263,7 @@ def apply(
             raise typer.Exit(0)
 
 
-@app.command()
+@app.command(cls=_Command)
 def revert(
     python: Optional[str] = RevertPythonOpt,
     target: Optional[Path] = TargetOpt,
@@ -264,7 +285,7 @@ def revert(
     run.finish(True, result_json(result, run.where), result_lines(result, run.where))
 
 
-@app.command()
+@app.command(cls=_Command)
 def status(
     python: Optional[str] = AskPythonOpt,
     target: Optional[Path] = TargetOpt,

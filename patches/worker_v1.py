@@ -6,14 +6,14 @@ DDTREE too): the worker mutates the running `ScheduleBatch` in place, and the ve
 sequence lengths. DDTree therefore keeps DFlash's `forward_batch_generation` (prefill, the target
 verify call, Mamba commit, draft-KV materialisation, the result) and changes one round through three
 narrow hooks:
-1. `_greedy_sample_from_vocab_parallel_head` (the draft head): the draft logits through the target
-   lm_head, read once by the tree's vocab top-K; its first column stands in for the argmax DFlash's
-   chain draft is built from (the chain's tokens are replaced by the tree's, so only their shape
-   counts; a second read of the logits for the argmax would be wasted).
+1. `_greedy_sample_from_vocab_parallel_head` (the draft head): the round's tree stage
+   (`tree_stage.TreeStage`, as the spec-v2 adapter runs it: draft logits through the target lm_head,
+   the vocab top-K, the tree, the tree padded to the verify width, replayed from one CUDA graph per
+   batch size unless DDTREE_GRAPH_TREE_STAGE=0). DFlash's chain draft gets zeros of the argmax's
+   shape: the tree's tokens replace the chain's, so an argmax would be a second read of the logits.
 2. `_prepare_for_speculative_decoding`: after DFlash's draft, the chain's verify slots are released
-   and a tree verify input takes its place: the tree from the hook's top-K (`select_tree`) ->
-   `pad_tree` to the verify width -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask, slots of positions
-   `prefix .. prefix + width`).
+   and a tree verify input takes its place: the hook's padded tree -> `DDTreeVerifyInputV1`
+   (tokens, depth positions, ancestor mask, slots of positions `prefix .. prefix + width`).
 3. `DDTreeVerifyInputV1.verify` (called by DFlash's `forward_batch_generation` with the target's
    verify logits): posterior per node (`node_sampling.NodeSampler`, as the spec-v2 adapter:
    penalties and bias along each node's path, exact sampling; what it cannot do exactly, such as
@@ -38,13 +38,12 @@ import torch
 
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk, draft_topk
-from sglang.srt.speculative.ddtree.kernels.tree_build import root_only_tree, select_tree, tree_topk
+from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk
+from sglang.srt.speculative.ddtree.kernels.tree_build import root_only_tree
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
-from sglang.srt.speculative.ddtree.tree_round import (
-    draft_server_args, free_past_kept_pages, head_weight, path_features,
-)
+from sglang.srt.speculative.ddtree.tree_round import draft_server_args, free_past_kept_pages, path_features
+from sglang.srt.speculative.ddtree.tree_stage import StageOut, TreeStage
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
@@ -177,7 +176,8 @@ class DDTreeWorkerV1(DFlashWorker):
         self.max_commit = min(self.budget, self.block_size - 1) + 1
         self._sample_generator = torch.Generator(device=self.device)
         self._sample_generator.manual_seed(int(server_args.random_seed or 0))
-        self._pending_topk: Optional[Tuple[torch.Tensor, torch.Tensor]] = None  # [rows, 1, K] log-probs, tokens
+        self._staged: Optional[StageOut] = None  # the draft head hook's tree, consumed by the round's prepare
+        self._tree_stage_instance: Optional[TreeStage] = None  # built at the first draft: the lm_head is DFlash's argument
         req_to_token_pool, _ = self.target_worker.get_memory_pool()  # as DFlash's v1 __init__ reaches it
         self._node_sampler = NodeSampler(req_to_token_pool.req_to_token.shape[0], self.device)
         self._sampling_backend = getattr(server_args, "sampling_backend", None)
@@ -194,24 +194,24 @@ class DDTreeWorkerV1(DFlashWorker):
     def _greedy_sample_from_vocab_parallel_head(
         self, *, hidden_states: torch.Tensor, lm_head: Any, chunk_size: int = 256
     ) -> torch.Tensor:
-        """DFlash's draft head: one token per row for its chain, and the tree's top-K, from one read
-        of the draft logits (`chunk_size` rows per matmul, as DFlash bounds its temporaries).
+        """DFlash's draft head: runs the round's tree stage on the draft features (rows are
+        `bs x (block - 1)`) and gives DFlash's chain zeros of the argmax's shape.
 
-        The chain's tokens are the top-1 (the argmax; ties to the smaller id, as torch.argmax); the
-        tree replaces them, so computing the argmax separately would read the logits twice."""
-        weight = head_weight(lm_head)
-        num_vocab = int(weight.shape[0])
-        rows = hidden_states.shape[0]
-        logits = torch.empty((rows, num_vocab), dtype=weight.dtype, device=hidden_states.device)
-        step = max(1, int(chunk_size))
-        for start in range(0, rows, step):
-            end = min(rows, start + step)
-            torch.matmul(hidden_states[start:end].to(weight.dtype), weight.T, out=logits[start:end])
-        if self.budget == 0:  # root-only trees: no top-K to keep
-            self._pending_topk = None
-            return torch.zeros(rows, dtype=torch.int64, device=logits.device)
-        self._pending_topk = draft_topk(logits[:, None], tree_topk(self.budget, num_vocab, self.topk))
-        return self._pending_topk[1][:, 0, 0]
+        The stage's head is one GEMM over all rows (`chunk_size`, DFlash's bound on its argmax
+        temporaries, does not apply); a root-only tree (budget 0) reads no logits at all."""
+        rows, hidden = hidden_states.shape
+        if self.budget == 0 or rows == 0:
+            self._staged = None
+        else:
+            features = hidden_states.view(rows // (self.block_size - 1), self.block_size - 1, hidden)
+            self._staged = self._tree_stage(lm_head)(features)
+        return torch.zeros(rows, dtype=torch.int64, device=hidden_states.device)
+
+    def _tree_stage(self, lm_head: Any) -> TreeStage:
+        if self._tree_stage_instance is None:
+            self._tree_stage_instance = TreeStage(lm_head, self.budget, self.topk, self.verify_width,
+                                                  graphs=TreeStage.wanted())
+        return self._tree_stage_instance
 
     def _prepare_for_speculative_decoding(self, batch: ScheduleBatch, draft_input: DFlashDraftInput):
         if batch.forward_mode.is_decode():  # refuse before DFlash drafts and allocates for the round
@@ -225,9 +225,9 @@ class DDTreeWorkerV1(DFlashWorker):
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
         chain = batch.spec_info
         bs = batch.batch_size()
-        tree = self._tree(bs)
+        tree, padded = self._stage_out(bs)
         verify_input = DDTreeVerifyInputV1.from_tree(
-            pad_tree(tree, self.verify_width), chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens,
+            padded, chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens,
             int(batch.seq_lens_cpu.sum()),
         )
         if self._kv_commit is None:
@@ -243,15 +243,15 @@ class DDTreeWorkerV1(DFlashWorker):
         verify_input.prepare_for_verify(batch, self.page_size)
         batch.spec_info = verify_input
 
-    def _tree(self, bs: int) -> DraftTree:
-        """The round's tree from the top-K the draft head hook kept (consumed here)."""
+    def _stage_out(self, bs: int) -> StageOut:
+        """The round's tree and its padded form, from the draft head hook (consumed here)."""
         if self.budget == 0:
-            return root_only_tree(bs, self.device)
-        pending, self._pending_topk = self._pending_topk, None
-        if pending is None:
+            tree = root_only_tree(bs, self.device)
+            return StageOut(tree, pad_tree(tree, self.verify_width))
+        staged, self._staged = self._staged, None
+        if staged is None:
             raise RuntimeError("DDTREE: DFlash's draft pass did not go through the draft head hook.")
-        lp, tok = (t.view(bs, self.block_size - 1, -1) for t in pending)
-        return select_tree(lp, tok, self.budget)
+        return staged
 
 
 def _check_target_graphs(target_runner: Any) -> None:

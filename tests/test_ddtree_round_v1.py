@@ -40,7 +40,7 @@ def results(request, tmp_path_factory) -> dict:
     version = request.param
     site, python = patched_release(version, tmp_path_factory.mktemp(f"v1round-{version}"))
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    cases = [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
+    cases = [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "graph:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -95,6 +95,15 @@ def test_widths(results, budget, verify_width, pinned_block):
 def test_a_wider_tree_accepts_more(results):
     per_round = [results[str(b)]["tokens_per_round"] for b in (0, 1, 7, 32)]
     assert per_round == sorted(per_round) and per_round[-1] > per_round[1], per_round
+
+
+def test_the_graphed_tree_stage_replays_the_eager_rounds(results):
+    """The tree stage replayed from a (stand-in) graph, one capture per batch size (3 requests,
+    then 2 once the second finishes): the same outputs as the eager stage, KV committed alike."""
+    graphed, eager = results["graph:8"], results["8"]
+    assert graphed["outputs"] == eager["outputs"] and graphed["commit_ok"], graphed
+    assert graphed["graph_captures"] == 2 and graphed["graph_replays"] == graphed["rounds"], graphed
+    assert eager["graph_captures"] == 0
 
 
 def test_a_sampled_round_commits_what_it_emits(results):

@@ -19,10 +19,13 @@ absorbing token 300 out once it is emitted five times: the output must equal seq
 with the penalty counted over the request's own output (`reference_decode`); greedy, or sampled with
 a per-request seed (set on the batch's SamplingBatchInfo as SGLang's deterministic mode builds it),
 whose draws are keyed by position and so equal sequential sampling's.
+The graph case replays the worker's tree stage from a CPU stand-in for a CUDA graph
+(replaying_graph.py: a replay rewrites the captured outputs in place, as a CUDA graph's buffers),
+one capture per batch size, as the GPU runs it.
 A batch whose sampling DDTree cannot reproduce (a custom logit processor, flagged on the batch's
 SamplingBatchInfo as SGLang sets it) must be refused with the reason before the round touches it.
 usage: python drive_round_v1.py BUDGET|sampled:BUDGET|paged:PAGE:BUDGET|reorder:PAGE:BUDGET|penalized:BUDGET|
-  penalized-sampled:BUDGET|refusal|custom-processor ...
+  penalized-sampled:BUDGET|graph:BUDGET|refusal|custom-processor ...
   -> one JSON line per case
 """
 
@@ -36,6 +39,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import stand_ins  # noqa: E402
+from replaying_graph import ReplayingGraph  # noqa: E402
 
 stand_ins.install()
 
@@ -57,6 +61,7 @@ from sglang.srt.server_args import prepare_server_args, set_global_server_args_f
 from sglang.srt.speculative import dflash_worker  # noqa: E402
 from sglang.srt.speculative.ddtree import worker_v1  # noqa: E402
 from sglang.srt.speculative.ddtree.kernels import posterior_tokens  # noqa: E402
+from sglang.srt.speculative.ddtree.tree_stage import TreeStage  # noqa: E402
 from sglang.srt.speculative.ddtree.worker import worker_class  # noqa: E402
 from sglang.srt.speculative.dflash_info import DFlashDraftInput  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
@@ -187,7 +192,7 @@ def pages(n: int, page_size: int) -> int:
 
 
 def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: bool = False, case: str = "",
-         custom_processor: bool = False, page_size: int = 1, kv_commit: str = "") -> None:
+         custom_processor: bool = False, page_size: int = 1, kv_commit: str = "", graph: bool = False) -> None:
     os.environ.pop("DDTREE_KV_COMMIT", None)
     if kv_commit:  # read when the worker is built
         os.environ["DDTREE_KV_COMMIT"] = kv_commit
@@ -202,6 +207,10 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
                                             token_to_kv_pool_allocator=allocator, page_size=page_size))
     target = TargetWorker(req_to_token_pool, allocator, kv, attn_backend=object())
     worker, seen = make_worker(args, target, DraftRunner(req_to_token_pool, allocator, draft_kv))
+    ReplayingGraph.captures = ReplayingGraph.replays = 0
+    if graph:  # the stage the worker would build on CUDA, with the stand-in graph
+        worker._tree_stage_instance = TreeStage(target.model_runner.model.lm_head, worker.budget, worker.topk,
+                                                worker.verify_width, graphs=True, graph_factory=ReplayingGraph)
 
     # Prefill, as DFlash leaves it: prompt KV in place, first token emitted, draft KV materialised.
     reqs, bonus = [], []
@@ -319,7 +328,8 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
         "widths": [args.speculative_num_draft_tokens, args.speculative_dflash_block_size,
                    args.speculative_ddtree_budget, args.speculative_ddtree_topk],
         "worker": type(worker).__name__, "block_size": worker.block_size, "page_size": args.page_size,
-        "kv_commit": worker._kv_commit.mode,
+        "kv_commit": worker._kv_commit.mode, "rounds": rounds,
+        "graph_captures": ReplayingGraph.captures, "graph_replays": ReplayingGraph.replays,
     }), flush=True)
 
 
@@ -365,6 +375,8 @@ if __name__ == "__main__":
         elif case.startswith("reorder:"):  # reorder:PAGE:BUDGET -> DDTREE_KV_COMMIT=reorder, greedy
             _, page, budget = case.split(":")
             main(int(budget), case=case, page_size=int(page), kv_commit="reorder")
+        elif case.startswith("graph:"):  # graph:BUDGET -> the tree stage replayed from a stand-in graph
+            main(int(case.split(":")[1]), case=case, graph=True)
         elif case.startswith("sampled:"):  # sampled:BUDGET -> temperature 1
             main(int(case.split(":")[1]), temperature=1.0, case=case)
         elif case.startswith("penalized:"):  # greedy with a frequency penalty

@@ -266,28 +266,27 @@ def bench_scan(args: argparse.Namespace, timer: Timer) -> list[dict]:
     return [{"batch": bs, "form": name, "us": t[name]} for name in SCAN_VARIANTS]
 
 
+BUILD_WARPS = (1, 2, 4, 8)
+
+
 def bench_build(args: argparse.Namespace, timer: Timer) -> list[dict]:
-    """Default launch (one warp per 128 frontier slots) side by side with 1 and 2 warps per request and with
-    each pop's new candidate encoded once (`scalar_kid`); fails if that builds another tree."""
+    """Default launch (`select_tree_triton`'s warps per request) side by side with 1, 2, 4 and 8 warps per
+    request (the data for the default's rule)."""
     out, rows = [], []
     for bs in args.batch:
         draft = _draft_logits(bs, args.depth, args.vocab, args.device, seed=bs + 1)
         for budget in args.build_budget:
             lp, tok = draft_topk_radix(draft, min(budget, args.vocab))
-            t = timer.measure({"default": lambda: select_tree_triton(lp, tok, budget),
-                               "1 warp": lambda: select_tree_triton(lp, tok, budget, num_warps=1),
-                               "2 warps": lambda: select_tree_triton(lp, tok, budget, num_warps=2),
-                               "scalar kid": lambda: select_tree_triton(lp, tok, budget, scalar_kid=True)})
+            forms = {"default": lambda: select_tree_triton(lp, tok, budget)}
+            forms.update({f"{w} warps": (lambda w=w: select_tree_triton(lp, tok, budget, num_warps=w))
+                          for w in BUILD_WARPS})
+            t = timer.measure(forms)
             out.append({"batch": bs, "budget": budget, **{f"{name}_us": v for name, v in t.items()},
                         "us_per_node": t["default"]["median"] / budget})
             rows.append([str(bs), str(budget), _cell(t["default"]), f"{t['default']['median'] / budget:.2f}",
-                         _cell(t["1 warp"]), _cell(t["2 warps"]), _cell(t["scalar kid"])])
-            same = select_tree_triton(lp, tok, budget, scalar_kid=True)
-            if not all(torch.equal(a, b) for a, b in zip(same, select_tree_triton(lp, tok, budget))):
-                raise RuntimeError(f"scalar_kid built another tree at batch {bs}, budget {budget}")
-    _table(f"Tree build (K = budget), D={args.depth}: us median [p10-p90]; scalar kid: each pop's new candidate "
-           "encoded once (default warps)",
-           ["batch", "budget", "default warps", "us per node", "1 warp", "2 warps", "scalar kid"], rows)
+                         *(_cell(t[f"{w} warps"]) for w in BUILD_WARPS)])
+    _table(f"Tree build (K = budget), D={args.depth}: us median [p10-p90]",
+           ["batch", "budget", "default", "us per node", *(f"{w} warps" for w in BUILD_WARPS)], rows)
     return out
 
 

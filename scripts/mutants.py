@@ -220,7 +220,7 @@ WORKER = (
            "        s = tl.sum(tl.exp(x - safe[:, None]), axis=1)\n",
            "        s = tl.sum(tl.exp(tl.where(cols[None, :] < N, acc, float('-inf')) - safe[:, None]), axis=1)\n",
            ("tests/test_kernels_head_gemm_scan.py",)),
-    Mutant("tree build, scalar kid: the new candidate encoded at its parent's depth", "kernels/tree_build.py",
+    Mutant("tree build: the new candidate encoded at its parent's depth", "kernels/tree_build.py",
            "_encode(s + lp_kid, r * 0 + n, nd, r * 0)", "_encode(s + lp_kid, r * 0 + n, pd, r * 0)",
            ("tests/test_kernels_tree_build.py",)),
     Mutant("descriptor GEMM: the persistent programs skip every other tile", "kernels/head_gemm_scan.py",

@@ -137,8 +137,9 @@ def _tree_select_kernel(lp_ptr, tok_ptr, tokens_ptr, depth_ptr, parent_ptr, firs
 def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int, num_warps: int | None = None) -> DraftTree:
     """Triton: one program per request, `budget` sequential pops over a `budget + 1` slot frontier.
 
-    `num_warps` (default: one per 128 slots, at most 8) only tunes the speed: fewer warps keep each
-    pop's max-reduction inside fewer warps (no cross-warp step at 1)."""
+    `num_warps` (default: one per 64 frontier slots, at most 8: the fastest or within 2 % of it at
+    every budget 8-256 timed on an H100, docs/kernels.md) only tunes the speed: fewer warps keep each
+    pop's max-reduction inside fewer warps (no cross-warp step at 1), more share each pop's slot work."""
     check_tree_args(lp, tok, budget)
     bs, depth, k = lp.shape
     if budget == 0:
@@ -148,7 +149,7 @@ def select_tree_triton(lp: torch.Tensor, tok: torch.Tensor, budget: int, num_war
     score = torch.empty((bs, n), dtype=torch.float32, device=lp.device)
     f = triton.next_power_of_2(n)
     _tree_select_kernel[(bs,)](lp.contiguous(), tok.contiguous(), *ints, score, budget, depth, k,
-                               F=f, num_warps=num_warps or max(1, min(8, f // 128)))
+                               F=f, num_warps=num_warps or max(1, min(8, f // 64)))
     return DraftTree(*ints, score)
 
 

@@ -71,9 +71,10 @@ class TreeStage:
         self._entries: dict[tuple, Optional[_Entry]] = {}  # None: that shape runs eagerly (its capture failed)
 
     @staticmethod
-    def wanted() -> bool:
-        """Graphs unless the server's environment sets DDTREE_GRAPH_TREE_STAGE=0."""
-        return os.environ.get(ENV, "1").strip() != "0"
+    def wanted(default: bool = True) -> bool:
+        """Graphs unless the server's environment sets DDTREE_GRAPH_TREE_STAGE=0 (or, where the
+        adapter's default is eager, unless it sets it to anything else)."""
+        return os.environ.get(ENV, "1" if default else "0").strip() != "0"
 
     def from_logits(self, logits: torch.Tensor) -> StageOut:
         tree = build_draft_tree(logits, self.lm_head, self.budget, self.topk)  # identical on every TP rank

@@ -8,9 +8,12 @@ verify call, Mamba commit, draft-KV materialisation, the result) and changes one
 narrow hooks:
 1. `_greedy_sample_from_vocab_parallel_head` (the draft head): the round's tree stage
    (`tree_stage.TreeStage`, as the spec-v2 adapter runs it: draft logits through the target lm_head,
-   the vocab top-K, the tree, the tree padded to the verify width, replayed from one CUDA graph per
-   batch size unless DDTREE_GRAPH_TREE_STAGE=0). DFlash's chain draft gets zeros of the argmax's
-   shape: the tree's tokens replace the chain's, so an argmax would be a second read of the logits.
+   the vocab top-K, the tree, the tree padded to the verify width). Launched kernel by kernel
+   unless DDTREE_GRAPH_TREE_STAGE=1 replays it from one CUDA graph per batch size: on the GPU both
+   keep greedy == plain, but the one side-by-side timing of this family (H100, 0.5.13, tiny model,
+   2026-12-05) gave the eager stage 4.75 ms a round against 5.76 for the graph, so the graph is not
+   the default here (docs/gpu-check.md). DFlash's chain draft gets zeros of the argmax's shape: the
+   tree's tokens replace the chain's, so an argmax would be a second read of the logits.
 2. `_prepare_for_speculative_decoding`: after DFlash's draft, the chain's verify slots are released
    and a tree verify input takes its place: the hook's padded tree -> `DDTreeVerifyInputV1`
    (tokens, depth positions, ancestor mask, slots of positions `prefix .. prefix + width`).
@@ -210,7 +213,7 @@ class DDTreeWorkerV1(DFlashWorker):
     def _tree_stage(self, lm_head: Any) -> TreeStage:
         if self._tree_stage_instance is None:
             self._tree_stage_instance = TreeStage(lm_head, self.budget, self.topk, self.verify_width,
-                                                  graphs=TreeStage.wanted())
+                                                  graphs=TreeStage.wanted(default=False))
         return self._tree_stage_instance
 
     def _prepare_for_speculative_decoding(self, batch: ScheduleBatch, draft_input: DFlashDraftInput):

@@ -107,6 +107,18 @@ def test_triton_equals_torch(device: str, bs: int, depth: int, vocab: int, budge
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("num_warps", [1, 2, 4, 8])
+@pytest.mark.parametrize("budget", [64, 300])
+def test_every_warp_count_builds_the_same_tree(device: str, num_warps: int, budget: int) -> None:
+    """The launch's warps only tune the speed (the default picks them per frontier size)."""
+    lp, tok = _lp(2, 15, 512, budget, seed=budget + num_warps)
+    ref = select_tree_torch(lp, tok, budget)
+    got = select_tree_triton(lp.to(device), tok.to(device), budget, num_warps=num_warps)
+    for name in ref._fields:
+        assert torch.equal(getattr(got, name).cpu(), getattr(ref, name)), name
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_triton_ties_equal_torch(device: str) -> None:
     lp, tok = _tied_lp(3, 6, 16, seed=3)
     ref = select_tree_torch(lp, tok, 64)

@@ -33,6 +33,10 @@ def test_graphs_only_when_asked_and_the_head_is_whole(ts, monkeypatch):
     for value, wanted in (("", True), ("0", False), (" 0", False), ("1", True)):
         monkeypatch.setenv(ts.ENV, value)
         assert ts.TreeStage.wanted() is wanted
+    monkeypatch.delenv(ts.ENV)
+    assert not ts.TreeStage.wanted(default=False)  # the v1 adapter's default: eager
+    monkeypatch.setenv(ts.ENV, "1")
+    assert ts.TreeStage.wanted(default=False)
 
 
 def test_cpu_features_run_eagerly_without_a_stand_in(ts):

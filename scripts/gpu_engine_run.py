@@ -4,7 +4,8 @@ usage: python gpu_engine_run.py CONFIG_JSON OUT_JSON
 
 CONFIG keys: target, prompts (list of id lists), max_new; optional draft, algo, budget,
 cuda_graph, logprobs (plain only: top-2 logprobs of the batch run), sampled (temperature 1 run),
-bench ({"prompt": ids, "max_new": n}: timed single-request generation after a warm-up), engine
+bench ({"prompt": ids, "max_new": n, "repeats": r}: timed single-request generation after a warm-up;
+with "turns" ({"dir", "index", "count"}: gpu_turns.Turns) the timed engines take turns run by run), engine
 (extra Engine kwargs), env (environment variables set before the engine starts). Greedy runs generate the prompts as one batch, then each prompt alone.
 """
 
@@ -18,6 +19,10 @@ import sys
 import threading
 import time
 import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_turns import Turns  # noqa: E402
 
 META_KEYS = ("completion_tokens", "spec_verify_ct", "spec_accept_length", "spec_num_correct_drafts")
 
@@ -105,15 +110,25 @@ def run(cfg: dict, res: dict, stop: threading.Event) -> None:
     if bench:
         params = dict(greedy, max_new_tokens=bench["max_new"])
         eng.generate(input_ids=bench["prompt"], sampling_params=params)
+        turns = Turns.from_config(bench.get("turns"))
+        repeats = bench.get("repeats", 1)
+        if turns:
+            turns.ready()
         per_round = []
-        for _ in range(bench.get("repeats", 1)):  # the same greedy generation: the same rounds each time
+        for run in range(repeats):  # the same greedy generation: the same rounds each time
+            if turns:
+                turns.take(run)
             t2 = time.time()
             out = eng.generate(input_ids=bench["prompt"], sampling_params=params)
             elapsed = time.time() - t2
+            if turns:
+                turns.give(run)
             rounds = out["meta_info"].get("spec_verify_ct") or out["meta_info"]["completion_tokens"]
             per_round.append(round(1000 * elapsed / rounds, 4))
+        if turns:
+            turns.finish(repeats)
         res["bench"] = {"seconds": round(elapsed, 4), "rounds": rounds, "ms_per_round": statistics.median(per_round),
-                        "ms_per_round_all": per_round, **meta(out)}
+                        "ms_per_round_all": per_round, "interleaved": bool(turns and turns.interleaved), **meta(out)}
     stop.set()  # shutdown ends the children on purpose
     eng.shutdown()
 

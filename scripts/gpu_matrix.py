@@ -8,8 +8,9 @@ Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_ra
 `offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
 DDTree accepted paths leave the first-child chain and whose acceptance is known in advance
 (oracle_acceptance.py). Needs an SGLang patched for DDTREE on the path. Engines run as subprocesses
-of gpu_engine_run.py, several at a time on the one GPU (each with a small KV pool); the two engines
-that also time rounds run last and alone. Writes OUT_DIR/results/*.json, OUT_DIR/logs/*.log,
+of gpu_engine_run.py, several at a time on the one GPU (each with a small KV pool); the engines
+that also time rounds run last, together, and take the GPU in turns run by run (gpu_turns.py), so
+their medians come from interleaved runs. Writes OUT_DIR/results/*.json, OUT_DIR/logs/*.log,
 OUT_DIR/summary.{json,md}. Exit status 0 only when every comparison holds.
 """
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -37,7 +39,7 @@ PROMPTS = {
                list(range(270, 296)), [296]],
     "rand": [[5, 17, 33, 99, 120], [200, 201, 202], list(range(10, 40)), [7] * 12],
 }
-BENCH = {"prompt": [299, 300], "max_new": 256, "repeats": 5}  # timed after one warm-up; the median is reported
+BENCH = {"prompt": [299, 300], "max_new": 256, "repeats": 9}  # timed after one warm-up; the median is reported
 MAX_NEW = 32
 # Off-chain oracle: mixed prompt lengths (2..26) and starts, each ending in two ring neighbours.
 OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [300, 301], [120, 121, 122],
@@ -135,6 +137,13 @@ def base_configs(eager_stage: bool = False) -> list[dict]:
                 "budget": 8, "cuda_graph": True, "sampled": True, "target": str(MODELS / "target_rand"),
                 "prompts": PROMPTS["rand"], "max_new": MAX_NEW})
     return out
+
+
+def take_turns(timed: list[dict], folder: Path) -> list[dict]:
+    """The timed engines' configs, each with its place in the turns they take on the GPU (gpu_turns)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    return [dict(c, bench=dict(c["bench"], turns={"dir": str(folder), "index": i, "count": len(timed)}))
+            for i, c in enumerate(timed)]
 
 
 def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
@@ -284,8 +293,12 @@ def summarise(cfgs: list[dict], results: dict[str, dict],
     if d and t:
         bench = {"dflash": d, "ddtree_b8": t, "round_time_ratio": round(t["ms_per_round"] / d["ms_per_round"], 3),
                  "accepted_per_round": {"dflash": d["spec_accept_length"], "ddtree_b8": t["spec_accept_length"]}}
+        timed = [b for b in (d, t, rows.get(EAGER_STAGE, {}).get("bench")) if b]
+        bench["interleaved"] = all(b.get("interleaved") for b in timed)
+        order = ("the timed engines taking turns run by run" if bench["interleaved"] else
+                 "NOT interleaved: a timed engine missed its turn, so runs may have overlapped")
         lines += ["", f"Round time at budget 8 (target_struct, CUDA graphs, 1 request, {BENCH['max_new']} tokens, "
-                      f"median of {BENCH['repeats']} runs [min-max]): "
+                      f"median of {len(d.get('ms_per_round_all') or [0])} runs [min-max], {order}): "
                       f"DFLASH {d['ms_per_round']} ms {_spread(d)}, DDTREE {t['ms_per_round']} ms {_spread(t)}, "
                       f"ratio DDTREE/DFLASH = {bench['round_time_ratio']}; accepted tokens per round "
                       f"DFLASH {d['spec_accept_length']}, DDTREE {t['spec_accept_length']}."]
@@ -363,8 +376,7 @@ def main() -> int:
     last = [c for c in cfgs if c.get("bench")]
     wave(first, 1)
     wave([c for c in cfgs if c not in first and c not in last], a.parallel)
-    for cfg in last:
-        wave([cfg], 1)
+    wave(take_turns(last, a.out_dir / "turns"), len(last))
     summary, table = summarise(cfgs, results, expected.result())
     analytic.shutdown()
     (a.out_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))

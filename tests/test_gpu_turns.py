@@ -14,7 +14,7 @@ import gpu_matrix  # noqa: E402
 from gpu_turns import Turns  # noqa: E402
 
 
-def _engines(folder: Path, count: int, runs: int, present: int | None = None, timeout_s: float = 30.0):
+def _engines(folder: Path, count: int, runs: int, present: int | None = None, timeout_s: float = 10.0):
     """`present` of `count` engines (threads) each time `runs` runs; returns (order of runs, most
     runs at once, each engine's interleaved flag)."""
     order, active, most, lock = [], [0], [0], threading.Lock()

@@ -23,6 +23,7 @@ from typing import Any, Callable, NamedTuple, Optional
 import torch
 
 from sglang.srt.speculative.ddtree.kernels import DraftTree
+from sglang.srt.speculative.ddtree.kernels.tree_build import root_only_tree
 from sglang.srt.speculative.ddtree.tp_draft import build_draft_tree, lm_head_shards
 from sglang.srt.speculative.ddtree.tree_round import draft_vocab_logits
 from sglang.srt.speculative.ddtree.tree_verify import pad_tree
@@ -77,10 +78,14 @@ class TreeStage:
         return os.environ.get(ENV, "1" if default else "0").strip() != "0"
 
     def from_logits(self, logits: torch.Tensor) -> StageOut:
-        tree = build_draft_tree(logits, self.lm_head, self.budget, self.topk)  # identical on every TP rank
+        return self._padded(build_draft_tree(logits, self.lm_head, self.budget, self.topk))  # same on every TP rank
+
+    def _padded(self, tree: DraftTree) -> StageOut:
         return StageOut(tree, pad_tree(tree, self.width))
 
     def _run(self, features: torch.Tensor) -> StageOut:
+        if self.budget == 0:  # a root-only tree reads no logits: no head GEMM
+            return self._padded(root_only_tree(features.shape[0], features.device))
         return self.from_logits(draft_vocab_logits(features, self.lm_head))
 
     def __call__(self, features: torch.Tensor) -> StageOut:

@@ -42,12 +42,11 @@ import torch
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk
-from sglang.srt.speculative.ddtree.kernels.tree_build import root_only_tree
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
 from sglang.srt.speculative.ddtree.tree_round import draft_server_args, free_past_kept_pages, path_features
 from sglang.srt.speculative.ddtree.tree_stage import StageOut, TreeStage
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, pad_tree
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput
 from sglang.srt.speculative.dflash_info import DFlashDraftInput
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
 from sglang.srt.speculative.dflash_worker import DFlashWorker
@@ -203,9 +202,8 @@ class DDTreeWorkerV1(DFlashWorker):
         The stage's head is one GEMM over all rows (`chunk_size`, DFlash's bound on its argmax
         temporaries, does not apply); a root-only tree (budget 0) reads no logits at all."""
         rows, hidden = hidden_states.shape
-        if self.budget == 0 or rows == 0:
-            self._staged = None
-        else:
+        self._staged = None
+        if rows:
             features = hidden_states.view(rows // (self.block_size - 1), self.block_size - 1, hidden)
             self._staged = self._tree_stage(lm_head)(features)
         return torch.zeros(rows, dtype=torch.int64, device=hidden_states.device)
@@ -228,7 +226,7 @@ class DDTreeWorkerV1(DFlashWorker):
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
         chain = batch.spec_info
         bs = batch.batch_size()
-        tree, padded = self._stage_out(bs)
+        tree, padded = self._stage_out()
         verify_input = DDTreeVerifyInputV1.from_tree(
             padded, chain.draft_token.view(bs, -1)[:, 0], batch.seq_lens,
             int(batch.seq_lens_cpu.sum()),
@@ -246,11 +244,8 @@ class DDTreeWorkerV1(DFlashWorker):
         verify_input.prepare_for_verify(batch, self.page_size)
         batch.spec_info = verify_input
 
-    def _stage_out(self, bs: int) -> StageOut:
+    def _stage_out(self) -> StageOut:
         """The round's tree and its padded form, from the draft head hook (consumed here)."""
-        if self.budget == 0:
-            tree = root_only_tree(bs, self.device)
-            return StageOut(tree, pad_tree(tree, self.verify_width))
         staged, self._staged = self._staged, None
         if staged is None:
             raise RuntimeError("DDTREE: DFlash's draft pass did not go through the draft head hook.")

@@ -49,6 +49,21 @@ def test_cpu_features_run_eagerly_without_a_stand_in(ts):
     assert got.padded.tokens.shape == (2, 12) and got.tree.tokens.shape == (2, 9)
 
 
+def test_a_root_only_tree_reads_no_logits(ts):
+    """Budget 0: the stage gives the root-only tree padded to the width without the head's GEMM
+    (a head whose weight cannot be read would fail it)."""
+    class NoWeight:
+        tp_size = 1
+
+        @property
+        def weight(self):
+            raise AssertionError("budget 0 read the lm_head")
+
+    got = ts.TreeStage(NoWeight(), 0, None, 8, graphs=False)(torch.randn(3, 7, 8))
+    assert got.tree.tokens.shape == (3, 1) and got.padded.tokens.shape == (3, 8)
+    assert got.tree.first_child.tolist() == [[-1]] * 3
+
+
 def test_a_failed_capture_runs_that_shape_eagerly_and_keeps_serving(ts, caplog):
     """A capture that fails (out of memory for one more graph) leaves that batch size eager, is not
     retried every round, and other shapes still get their graphs."""

@@ -19,7 +19,9 @@ the DFlash class it subclasses:
 - every `self.<attr>` the class reads and does not set is set or defined by the base (or the
   base's own bases), not reached through the base's `__getattr__` delegation;
 - every attribute the class reads or sets on a DFlash state object it holds by a known name
-  (`Adapter.state`, e.g. `draft_input`) is one that state class defines.
+  (`Adapter.state`, e.g. `draft_input`) is one that state class defines;
+- a stand-in (`Adapter.stands_in`: a class the adapter puts in place of its base's module-level
+  name while one release function runs) is still built by that function through that name.
 A release guard (`NAME = release_takes(Base.method, "param")` at the adapter module's top level)
 lets one adapter follow a signature that differs between releases: the guard is evaluated on the
 release's source exactly as `release_takes` evaluates it at run time, and the branch of an
@@ -74,6 +76,7 @@ class Adapter:
     receivers: tuple[str, ...] = ("model_worker", "draft_worker")  # names the release calls it by
     companions: tuple[Adapter, ...] = ()
     state: tuple[State, ...] = ()
+    stands_in: tuple[str, str] | None = None  # (module, function) that builds the base by its global name
 
     def family(self) -> tuple[Adapter, ...]:
         return (self, *self.companions)
@@ -92,7 +95,12 @@ V1 = Adapter(
         "sglang.srt.speculative.ddtree.worker_v1", "DDTreeVerifyInputV1",
         "sglang.srt.speculative.dflash_info", "DFlashVerifyInput",
         hooks=("verify",), receivers=("verify_input",),
-    ),),
+    ), Adapter(
+        "sglang.srt.speculative.ddtree.worker_v1", "ChainInputV1",
+        "sglang.srt.speculative.dflash_info", "DFlashVerifyInput",
+        hooks=(), receivers=("verify_input",),
+        stands_in=("sglang.srt.speculative.dflash_worker", "_prepare_for_speculative_decoding"),
+    )),
 )  # fmt: skip
 ADAPTERS = (V2, V1)  # `adapter_for` picks the first whose base module the install ships
 
@@ -528,6 +536,35 @@ def _state_uses(adapter: ClassInfo, guards: dict[str, bool], names: tuple[str, .
     return out
 
 
+def _stand_in_problems(adapter: Adapter, root: Path) -> list[str]:
+    """A stand-in takes effect only if the release function builds the base as `Base(...)` through
+    the name its module binds at the top level (an import or a class), never rebinding it locally."""
+    if adapter.stands_in is None:
+        return []
+    module, function = adapter.stands_in
+    name, path = adapter.base_name, module_file(root, module)
+    if path is None:
+        return [f"{module} is not in this SGLang, so {adapter.name} cannot stand in there"]
+    tree = _parse(path)
+    bound = any(
+        isinstance(n, ast.ClassDef) and n.name == name
+        or isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in n.names)
+        for n in tree.body
+    )
+    functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function]
+    inner = [n for fn in functions for n in ast.walk(fn)]
+    builds = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in inner)
+    rebinds = any(
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+        or isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in n.names)
+        for n in inner
+    )
+    if bound and builds and not rebinds:
+        return []
+    return [f"{module}.{function} no longer builds {name}(...) through its module-level name, so "
+            f"{adapter.name} cannot stand in for it there"]
+
+
 def problems(adapter: Adapter, root: Path) -> list[str]:
     """Every way `adapter` (each class of its family) does not fit the install at `root` (empty: it fits)."""
     found: list[str] = []
@@ -544,6 +581,7 @@ def _class_problems(adapter: Adapter, root: Path, family: tuple[Adapter, ...]) -
     if base is None:
         return [f"{adapter.base_module}.{adapter.base_name} is not in this SGLang"]
     guards, found = _guards(root, adapter)
+    found += _stand_in_problems(adapter, root)
     theirs = {(c.path, c.name) for c in base.mro()}
     ours = [c for c in mine.mro() if (c.path, c.name) not in theirs]  # the adapter and its own bases
     label = f"{adapter.name}.{{}} vs {base.name}.{{}}"

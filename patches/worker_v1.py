@@ -14,9 +14,10 @@ narrow hooks:
    2026-12-05) gave the eager stage 4.75 ms a round against 5.76 for the graph, so the graph is not
    the default here (docs/gpu-check.md). DFlash's chain draft gets zeros of the argmax's shape: the
    tree's tokens replace the chain's, so an argmax would be a second read of the logits.
-2. `_prepare_for_speculative_decoding`: after DFlash's draft, the chain's verify slots are released
-   and a tree verify input takes its place: the hook's padded tree -> `DDTreeVerifyInputV1`
-   (tokens, depth positions, ancestor mask, slots of positions `prefix .. prefix + width`).
+2. `_prepare_for_speculative_decoding`: DFlash's draft runs with its chain verify input left
+   unprepared (`ChainInputV1`: no chain slots, no causal mask), and a tree verify input takes its
+   place: the hook's padded tree -> `DDTreeVerifyInputV1` (tokens, depth positions, ancestor mask,
+   slots of positions `prefix .. prefix + width`).
 3. `DDTreeVerifyInputV1.verify` (called by DFlash's `forward_batch_generation` with the target's
    verify logits): posterior per node (`node_sampling.NodeSampler`, as the spec-v2 adapter:
    penalties and bias along each node's path, exact sampling; what it cannot do exactly, such as
@@ -34,8 +35,10 @@ drafter's block, the target (graphs, attention, KV) the verify width `max(budget
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
+from unittest import mock
 
 import torch
 
@@ -47,7 +50,7 @@ from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported
 from sglang.srt.speculative.ddtree.tree_round import draft_server_args, free_past_kept_pages, path_features
 from sglang.srt.speculative.ddtree.tree_stage import StageOut, TreeStage
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput
-from sglang.srt.speculative.dflash_info import DFlashDraftInput
+from sglang.srt.speculative.dflash_info import DFlashDraftInput, DFlashVerifyInput
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
 from sglang.srt.speculative.dflash_worker import DFlashWorker
 
@@ -129,6 +132,20 @@ class DDTreeVerifyInputV1(DDTreeVerifyInput):
         logits_output.hidden_states = None
         new_bonus_tokens = torch.tensor(bonus_cpu, dtype=torch.int64, device=device)
         return new_bonus_tokens, commit_lens, next_target_hidden, num_correct_drafts_per_req_cpu
+
+
+class ChainInputV1(DFlashVerifyInput):
+    """DFlash's chain verify input as DFlash's draft builds it inside a DDTree round: never prepared.
+
+    DFlash's draft ends by building its chain's verify input and preparing it: `block` KV slots per
+    request and, on backends that read a custom mask (Triton), a causal mask built by a Python loop
+    of three launches per request. The tree verify input replaces it at once with its own slots and
+    mask, so while `DDTreeWorkerV1` runs that draft, the draft module's name `DFlashVerifyInput` is
+    this class (`contract.V1` checks that DFlash builds it by that name) and none of it is done.
+    """
+
+    def prepare_for_verify(self, batch: ScheduleBatch, page_size: int, *, build_custom_mask: bool = True):
+        """Nothing: `DDTreeVerifyInputV1` allocates the round's slots and builds its mask."""
 
 
 def _append_to_requests(reqs: list, packed: torch.Tensor) -> Tuple[List[int], List[int]]:
@@ -219,12 +236,16 @@ class DDTreeWorkerV1(DFlashWorker):
             reason = unsupported_sampling_reason(batch.sampling_info, self._sampling_backend)
             if reason:
                 raise ValueError(reason)
-        super()._prepare_for_speculative_decoding(batch, draft_input)
+        # One thread runs a v1 worker's rounds (no overlap scheduler), so the swap is seen by this draft only.
+        with mock.patch.object(sys.modules[DFlashWorker.__module__], "DFlashVerifyInput", ChainInputV1):
+            super()._prepare_for_speculative_decoding(batch, draft_input)
         if not batch.forward_mode.is_target_verify():  # extend / idle: DFlash left the batch as is
             return
         if self.use_compact_draft_cache:
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
         chain = batch.spec_info
+        if not isinstance(chain, ChainInputV1):  # contract.V1 refuses such a release at start
+            raise RuntimeError("DDTREE: DFlash's draft did not build its verify input as dflash_worker.DFlashVerifyInput.")
         bs = batch.batch_size()
         tree, padded = self._stage_out()
         verify_input = DDTreeVerifyInputV1.from_tree(
@@ -236,11 +257,6 @@ class DDTreeWorkerV1(DFlashWorker):
         verify_input.tree, verify_input.tree_size, verify_input.max_depth = tree, self.tree_size, self.max_commit - 1
         verify_input.generator, verify_input.sampler = self._sample_generator, self._node_sampler
         verify_input.sampling_backend, verify_input.kv_commit = self._sampling_backend, self._kv_commit
-        # DFlash allocated `block` slots per request for its chain; the tree takes its own width.
-        # The page that holds the prefix's last token stays (a paged free takes whole pages); the
-        # tree's allocation extends from it as the chain's did.
-        free_past_kept_pages(batch.token_to_kv_pool_allocator, batch.out_cache_loc.view(bs, self.block_size),
-                             batch.seq_lens, torch.zeros_like(batch.seq_lens), self.page_size)
         verify_input.prepare_for_verify(batch, self.page_size)
         batch.spec_info = verify_input
 

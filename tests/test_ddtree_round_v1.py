@@ -69,6 +69,15 @@ def test_reordering_commit_moves_no_kv_and_keeps_every_slot_once(results, case):
     assert r["rounds_with_off_chain_paths"] > 0, r
 
 
+@pytest.mark.parametrize("case", [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "graph:8"])
+def test_each_round_prepares_one_verify_input_and_no_chain_mask(results, case):
+    """DFlash's chain verify input is never prepared: no `block` slots allocated and freed again,
+    no causal mask built by a per-request loop (the harness's backend asks for one, as Triton
+    does); the tree's input is the round's one allocation, without DFlash's mask."""
+    r = results[case]
+    assert r["verify_prepares"] == [False] * r["rounds"], r["verify_prepares"]
+
+
 @pytest.mark.parametrize("budget", BUDGETS)
 def test_round_matches_greedy_and_commits_the_path(results, budget):
     r = results[str(budget)]

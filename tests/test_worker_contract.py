@@ -211,6 +211,49 @@ def test_a_super_call_that_no_longer_binds_is_caught(tmp_path):
     assert "Tree._prepare vs Worker._prepare: takes no keyword `mode`, which the base takes" in found, found
 
 
+# A stand-in for the verify input while DFlash's `forward_batch_generation` runs (v1's ChainInputV1).
+STAND_IN_ADAPTER = V1_ADAPTER + """
+
+class Placeholder(Info):
+    def verify(self, *, batch, logits_output, page_size):
+        return batch
+"""
+STAND_IN_SPEC = contract.Adapter(
+    "pkg.tree", "Tree", "pkg.base", "Worker", hooks=("_prepare",),
+    companions=(contract.Adapter("pkg.tree", "Placeholder", "pkg.base", "Info", hooks=(), receivers=("verify_input",),
+                                 stands_in=("pkg.base", "forward_batch_generation")),),
+)  # fmt: skip
+
+
+def _stand_in(tmp_path: Path, base: str = V1_BASE) -> list[str]:
+    site = _tree(tmp_path, base=base, adapter=STAND_IN_ADAPTER, scheduler="class Scheduler:\n    pass\n")
+    return contract.problems(STAND_IN_SPEC, site)
+
+
+def test_a_stand_in_fits_where_the_release_builds_the_base_by_its_module_name(tmp_path):
+    assert _stand_in(tmp_path) == []
+
+
+@pytest.mark.parametrize("build", [
+    "verify_input = self.info_class()",  # no longer through the module's name
+    "Info = type(self).info_class\n        verify_input = Info()",  # a local name shadows it
+    "from pkg.other import Info\n        verify_input = Info()",  # a local import shadows it
+])
+def test_a_stand_in_the_release_no_longer_builds_by_name_is_caught(tmp_path, build):
+    base = V1_BASE.replace("verify_input = Info()", build)
+    assert _stand_in(tmp_path, base=base) == [
+        "pkg.base.forward_batch_generation no longer builds Info(...) through its module-level name, "
+        "so Placeholder cannot stand in for it there"]
+
+
+def test_a_stand_in_whose_release_module_is_gone_is_caught(tmp_path):
+    spec = STAND_IN_SPEC.companions[0]
+    moved = contract.Adapter(spec.module, spec.name, spec.base_module, spec.base_name, hooks=(),
+                             receivers=spec.receivers, stands_in=("pkg.gone", "forward_batch_generation"))
+    site = _tree(tmp_path, base=V1_BASE, adapter=STAND_IN_ADAPTER, scheduler="class Scheduler:\n    pass\n")
+    assert contract.problems(moved, site) == ["pkg.gone is not in this SGLang, so Placeholder cannot stand in there"]
+
+
 # One adapter for two release shapes: `_commit` takes `bonus_tokens` (BASE) or `verified_id`.
 GUARDED = ADAPTER.replace(
     "from pkg.base import Worker\n",
@@ -367,7 +410,8 @@ def test_the_adapter_fits_each_release_after_apply(fresh_release, version):
 @pytest.mark.slow
 def test_drift_of_the_v1_adapter_is_caught_and_warned(fresh_release):
     """Each kind of drift planted into a patched 0.5.12 (the adapter's overrides, a super() call,
-    an attribute, DFlash's call of a hook) is found, and `apply`'s warning (worker_fit) names it."""
+    an attribute, DFlash's call of a hook, how DFlash builds the input a stand-in replaces) is found,
+    and `apply`'s warning (worker_fit) names it."""
     site = fresh_release("0.5.12")
     _apply(site)
     assert contract.problems(contract.V1, site) == []
@@ -388,7 +432,10 @@ def test_drift_of_the_v1_adapter_is_caught_and_warned(fresh_release):
     release = site / "sglang/srt/speculative/dflash_worker.py"
     call = "self._prepare_for_speculative_decoding(batch, draft_input)"
     assert release.read_text().count(call) == 1
-    release.write_text(release.read_text().replace(call, "self._prepare_renamed(batch, draft_input)"))
+    built = "        verify_input = DFlashVerifyInput(\n"  # the chain input ChainInputV1 stands in for
+    assert release.read_text().count(built) == 1
+    release.write_text(release.read_text().replace(call, "self._prepare_renamed(batch, draft_input)")
+                       .replace(built, "        verify_input = self._verify_input_class(\n"))
 
     drift = "\n".join(contract.problems(contract.V1, site))
     assert ("DDTreeWorkerV1._greedy_sample_from_vocab_parallel_head vs DFlashWorker._greedy_sample_from_vocab_parallel_head: "
@@ -398,6 +445,8 @@ def test_drift_of_the_v1_adapter_is_caught_and_warned(fresh_release):
     assert "DDTreeWorkerV1 reads self.use_compact_cache (line" in drift and "which DFlashWorker neither sets nor defines" in drift
     assert "calls DFlashVerifyInput.prepare_for_verify: it passes `custom_mask=`, which it does not take" in drift
     assert "the release no longer calls it, so DDTreeWorkerV1._prepare_for_speculative_decoding would be bypassed" in drift
+    assert ("sglang.srt.speculative.dflash_worker._prepare_for_speculative_decoding no longer builds "
+            "DFlashVerifyInput(...) through its module-level name, so ChainInputV1 cannot stand in for it there") in drift
     warnings = contract_warnings(locate(None, site, False))
     assert len(warnings) == 1 and "does not fit the worker contract of SGLang 0.5.12" in warnings[0], warnings
     assert "chunk_size" in warnings[0] and "use_compact_cache" in warnings[0]

@@ -22,6 +22,9 @@ whose draws are keyed by position and so equal sequential sampling's.
 The graph case replays the worker's tree stage from a CPU stand-in for a CUDA graph
 (replaying_graph.py: a replay rewrites the captured outputs in place, as a CUDA graph's buffers),
 one capture per batch size, as the GPU runs it.
+Every round records each run of the release's own `DFlashVerifyInput.prepare_for_verify` (its slot
+allocation) and whether it built DFlash's causal chain mask: a DDTree round prepares once, the
+tree's input, without it (DFlash's chain input stands in unprepared, worker_v1.ChainInputV1).
 A batch whose sampling DDTree cannot reproduce (a custom logit processor, flagged on the batch's
 SamplingBatchInfo as SGLang sets it) must be refused with the reason before the round touches it.
 usage: python drive_round_v1.py BUDGET|sampled:BUDGET|paged:PAGE:BUDGET|reorder:PAGE:BUDGET|penalized:BUDGET|
@@ -63,7 +66,7 @@ from sglang.srt.speculative.ddtree import worker_v1  # noqa: E402
 from sglang.srt.speculative.ddtree.kernels import posterior_tokens  # noqa: E402
 from sglang.srt.speculative.ddtree.tree_stage import TreeStage  # noqa: E402
 from sglang.srt.speculative.ddtree.worker import worker_class  # noqa: E402
-from sglang.srt.speculative.dflash_info import DFlashDraftInput  # noqa: E402
+from sglang.srt.speculative.dflash_info import DFlashDraftInput, DFlashVerifyInput  # noqa: E402
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -272,6 +275,14 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
         return out
 
     worker_v1.accept_walk = recording_walk
+    prepares = []  # build_custom_mask of each run of the release's prepare_for_verify
+    real_prepare = DFlashVerifyInput.prepare_for_verify
+
+    def recording_prepare(self, batch, page_size, *, build_custom_mask=True):
+        prepares.append(build_custom_mask)
+        return real_prepare(self, batch, page_size, build_custom_mask=build_custom_mask)
+
+    DFlashVerifyInput.prepare_for_verify = recording_prepare
     commit_ok, off_chain, rounds, emitted = True, 0, 0, 0
     for _ in range(ROUNDS):
         if not batch.reqs:
@@ -328,7 +339,7 @@ def main(budget: int, temperature: float = 0.0, frequency: float = 0.0, seeded: 
         "widths": [args.speculative_num_draft_tokens, args.speculative_dflash_block_size,
                    args.speculative_ddtree_budget, args.speculative_ddtree_topk],
         "worker": type(worker).__name__, "block_size": worker.block_size, "page_size": args.page_size,
-        "kv_commit": worker._kv_commit.mode, "rounds": rounds,
+        "kv_commit": worker._kv_commit.mode, "rounds": rounds, "verify_prepares": prepares,
         "graph_captures": ReplayingGraph.captures, "graph_replays": ReplayingGraph.replays,
     }), flush=True)
 

@@ -7,7 +7,9 @@ implemented; the runtime refuses the rest with the messages below: server flags 
 (`requests.validate_ddtree_request`), while the server keeps serving the others.
 
 Status:
-- "implemented": DFlash's gates for it admit DDTREE (DDTree runs DFlash's code for it, or its own).
+- "implemented": DFlash's gates for it admit DDTREE (DDTree runs DFlash's code for it, or its own);
+  where `needs` names a release helper ("module:attribute"), only on releases that provide it, and
+  the refusal message answers on the others (`requests.implemented_here`).
 - "opt-in": refused at start unless a DDTree flag asks for it; then DFlash's handling applies.
 - "absent": DFlash's gates for it do not admit DDTREE, and DDTREE refuses it.
 """
@@ -26,7 +28,8 @@ class Capability:
     status: Status
     what: str  # the feature, in a user's words
     why: str  # why DDTree has (or lacks) it
-    refusal: str = ""  # the message a refused server flag or request gets ("" when implemented)
+    refusal: str = ""  # the message a refused server flag or request gets ("" when implemented everywhere)
+    needs: str = ""  # "module:attribute" of SGLang that DDTree's implementation calls ("" = none)
 
     @property
     def admitted(self) -> bool:
@@ -77,10 +80,13 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
         "(json_schema / regex / ebnf / structural_tag).",
     ),
     Capability(
-        "logprobs", "absent",
-        "return_logprob",
-        "the tree verify does not gather per-token log-probabilities along the accepted path",
-        "DDTREE speculative decoding does not support return_logprob.",
+        "logprobs", "implemented",
+        "return_logprob (with top_logprobs_num / token_ids_logprob)",
+        "the round hands SGLang's own speculative log-prob helper the verify row of each accepted "
+        "node (as EAGLE's tree verify does), after the node's path penalties; SGLang 0.5.18+ ship "
+        "that helper",
+        "DDTREE speculative decoding supports return_logprob on SGLang 0.5.18 and newer only.",
+        needs="sglang.srt.layers.logprob_processor:compute_spec_logprobs",
     ),
     Capability(
         "hidden-states-return", "absent",

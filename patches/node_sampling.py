@@ -142,27 +142,39 @@ class NodeSampler:
                   positions: torch.Tensor, max_depth: int, root_tokens: torch.Tensor,
                   generator: torch.Generator, sampling_backend: str | None = None) -> torch.Tensor:
         """int64[bs, n] token per node from node logits [bs, n, V] (the tree's first n nodes)."""
+        logits = self.adjust(node_logits, batch, tree_tokens, parent, max_depth, root_tokens, sampling_backend)
+        return self.draw(logits, batch, tree_tokens, parent, positions, generator, sampling_backend)
+
+    def adjust(self, node_logits: torch.Tensor, batch, tree_tokens: torch.Tensor, parent: torch.Tensor,
+               max_depth: int, root_tokens: torch.Tensor, sampling_backend: str | None = None) -> torch.Tensor:
+        """The logits each node's token is drawn from [bs, n, V]: penalties counted along the node's own
+        path and the logit bias (fp32 node logits adjusted where they are); refuses what is not exact."""
         info = batch.sampling_info
         reason = unsupported_sampling_reason(info, sampling_backend)
         if reason:
             raise ValueError(reason)
         if info is None:
-            return node_logits.argmax(dim=-1)
+            return node_logits
         pen = _penalizer_tensors(info)
         bias = getattr(info, "logit_bias", None)
-        logits = node_logits
-        if pen or bias is not None:
-            penalties = None
-            if pen:
-                rows, out_len = self._rows(batch, node_logits.shape[-1], root_tokens, pen.get("stop_tokens"), bias)
-                penalties = Penalties(counts=self.counts, rows=rows, frequency=pen.get("frequency_penalties"),
-                                      presence=pen.get("presence_penalties"), repetition=pen.get("repetition_penalties"),
-                                      out_len=out_len, min_new_tokens=pen.get("min_new_tokens"),
-                                      stop_tokens=pen.get("stop_tokens"),
-                                      lists=None if self.lists is None else self.lists.state())
-            logits = apply_path_penalties(node_logits, tree_tokens, parent, max_depth, penalties, bias, in_place=True,
-                                          sparse=self.sparse)
-        if info.is_all_greedy:
+        if not (pen or bias is not None):
+            return node_logits
+        penalties = None
+        if pen:
+            rows, out_len = self._rows(batch, node_logits.shape[-1], root_tokens, pen.get("stop_tokens"), bias)
+            penalties = Penalties(counts=self.counts, rows=rows, frequency=pen.get("frequency_penalties"),
+                                  presence=pen.get("presence_penalties"), repetition=pen.get("repetition_penalties"),
+                                  out_len=out_len, min_new_tokens=pen.get("min_new_tokens"),
+                                  stop_tokens=pen.get("stop_tokens"),
+                                  lists=None if self.lists is None else self.lists.state())
+        return apply_path_penalties(node_logits, tree_tokens, parent, max_depth, penalties, bias, in_place=True,
+                                    sparse=self.sparse)
+
+    def draw(self, logits: torch.Tensor, batch, tree_tokens: torch.Tensor, parent: torch.Tensor,
+             positions: torch.Tensor, generator: torch.Generator, sampling_backend: str | None = None) -> torch.Tensor:
+        """int64[bs, n] token per node from its adjusted logits (`adjust`), in SGLang's sampling order."""
+        info = batch.sampling_info
+        if info is None or info.is_all_greedy:
             return logits.argmax(dim=-1)
         seed = info.sampling_seed if getattr(info, "sampling_seed", None) is not None else generator
         temps, top_ks, top_ps = info.temperatures.view(-1), info.top_ks.view(-1), info.top_ps.view(-1)

@@ -9,9 +9,11 @@ function fits every release (0.5.11 has no `return_sampling_mask`, ...).
 
 from __future__ import annotations
 
+import functools
+import importlib
 from typing import Any, Optional
 
-from .capabilities import capability
+from .capabilities import Capability, capability
 
 GRAMMAR_FIELDS = ("json_schema", "regex", "ebnf", "structural_tag")
 
@@ -33,6 +35,21 @@ def requested_features(req: Any) -> list[str]:
     return wanted
 
 
+@functools.cache
+def _provides(needs: str) -> bool:
+    """Whether the installed SGLang defines `module:attribute`."""
+    module, _, attribute = needs.partition(":")
+    try:
+        return hasattr(importlib.import_module(module), attribute)
+    except ImportError:
+        return False
+
+
+def implemented_here(feature: Capability) -> bool:
+    """The capability is admitted and this SGLang provides what its implementation calls."""
+    return feature.admitted and (not feature.needs or _provides(feature.needs))
+
+
 def validate_ddtree_request(spec_algorithm: Any, req: Any) -> Optional[str]:
     """The abort message for a DDTREE request DDTree cannot serve; None to serve it (or not DDTREE)."""
     is_ddtree = getattr(spec_algorithm, "is_ddtree", None)
@@ -40,6 +57,6 @@ def validate_ddtree_request(spec_algorithm: Any, req: Any) -> Optional[str]:
         return None
     for name in requested_features(req):
         feature = capability(name)
-        if not feature.admitted:
+        if not implemented_here(feature):
             return feature.refusal
     return None

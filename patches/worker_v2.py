@@ -6,7 +6,8 @@ round's verify:
    draft logits (through the target lm_head) where DFlash keeps only their argmax.
 2. Tree: the `budget` best prefixes of the per-depth top-K (`kernels.build_tree`).
 3. Verify: one target pass over the tree with depth positions and the ancestor mask.
-4. Accept: a posterior token at every node (argmax, or a sample), walked from the root.
+4. Accept: a posterior token at every node (argmax, or a sample), walked from the root; a batch
+   asking for log-probs gets each emitted token's from its node's logits (round_logprobs.py, 0.5.18+).
 5. Commit: the accepted nodes' target KV is moved to the slots of positions `prefix .. prefix+len`
    (a KV copy, as EAGLE does for trees, so any page size keeps its slot layout; or, opted in at page
    size 1, those positions' `req_to_token` entries reordered to the accepted nodes' slots:
@@ -63,6 +64,7 @@ from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_
 from sglang.srt.speculative.ddtree.kernels import accept_walk
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
+from sglang.srt.speculative.ddtree.round_logprobs import attach_logprobs, refuse_where_absent
 from sglang.srt.speculative.ddtree.table_fence import TableFence, barrier_slot, release_hook_called, unfenced
 from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
@@ -211,7 +213,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             # before they are scheduled, and a batch carrying one is a broken invariant.
             raise RuntimeError("DDTREE applies no grammar mask, but a grammar request reached a decode round.")
         if getattr(batch, "return_logprob", False):
-            raise ValueError("DDTREE speculative decoding does not support return_logprob yet.")
+            refuse_where_absent()
         draft_input = batch.spec_info
         if not isinstance(draft_input, DFlashDraftInputV2):
             raise RuntimeError("DDTREE expected DFlashDraftInputV2 state on the running batch.")
@@ -247,13 +249,15 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
 
         node_logits = logits_output.next_token_logits.view(bs, self.verify_width, -1)[:, : self.tree_size]
-        posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed)
+        node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed)
         tree_tokens = tree.tokens[:, : self.tree_size]
         accepted_idx, accept_len, bonus = accept_walk(
             tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
         )
         commit_lens = (accept_len + 1).to(torch.int32)
         out_tokens = posterior.gather(1, accepted_idx.clamp(min=0))
+        if getattr(batch, "return_logprob", False):
+            attach_logprobs(batch, logits_output, node_logits, accepted_idx, out_tokens)
         self._node_sampler().committed(batch, out_tokens, commit_lens)
         new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
 
@@ -399,14 +403,16 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             self._node_sampler_instance = NodeSampler(pool_size, self.device)
         return self._node_sampler_instance
 
-    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens) -> torch.Tensor:
-        """Target token at every tree node with SGLang's sampling semantics (patches/node_sampling.py)."""
-        n = self.tree_size
+    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens) -> tuple[torch.Tensor, torch.Tensor]:
+        """Target token at every tree node with SGLang's sampling semantics (patches/node_sampling.py),
+        and the logits it was drawn from: (adjusted node logits [bs, n, V], tokens [bs, n])."""
+        n, sampler = self.tree_size, self._node_sampler()
+        tokens, parent = tree.tokens[:, :n], tree.parent[:, :n]
         positions = prefix_lens.to(torch.int64)[:, None] + tree.depth[:, :n]
-        return self._node_sampler().posterior(
-            node_logits, batch, tree.tokens[:, :n], tree.parent[:, :n], positions, self.max_commit - 1,
-            root_tokens, self._sample_generator, self._sampling_backend,
-        )
+        adjusted = sampler.adjust(node_logits, batch, tokens, parent, self.max_commit - 1, root_tokens,
+                                  self._sampling_backend)
+        return adjusted, sampler.draw(adjusted, batch, tokens, parent, positions, self._sample_generator,
+                                      self._sampling_backend)
 
     def _commit_target_kv(self, batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
         """The accepted nodes' target KV at their path positions (moved, or their slots reordered into

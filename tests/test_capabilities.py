@@ -63,6 +63,24 @@ def test_ddtree_refuses_each_absent_request_feature(fields, capability):
     assert validate_ddtree_request(DFLASH, req) is None  # DFlash's own check decides for DFLASH
 
 
+def test_a_capability_needing_a_release_helper_is_served_only_where_the_release_has_it(monkeypatch):
+    """Log-probs call SGLang's speculative helper (0.5.18+): refused without it, served with it."""
+    import sys
+    import types
+
+    from patches import requests
+
+    module, _, name = CAPABILITIES["logprobs"].needs.partition(":")
+    req = _request(return_logprob=True)
+    requests._provides.cache_clear()
+    monkeypatch.setitem(sys.modules, module, types.ModuleType(module))  # a release without the helper
+    assert validate_ddtree_request(DDTREE, req) == CAPABILITIES["logprobs"].refusal
+    requests._provides.cache_clear()
+    monkeypatch.setitem(sys.modules, module, types.SimpleNamespace(**{name: print}))
+    assert validate_ddtree_request(DDTREE, req) is None
+    requests._provides.cache_clear()
+
+
 def test_a_plain_request_is_served():
     assert validate_ddtree_request(DDTREE, _request(return_logprob=False)) is None
     assert validate_ddtree_request(DDTREE, SimpleNamespace()) is None  # an older Req without the fields

@@ -77,6 +77,25 @@ def test_run_batch_serves_ddtree_rounds(patched: Patched, report: dict) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("mode", ["logprobs", "logprobs_overlap"])
+def test_log_probs_reach_each_request_as_plain_decoding_s(patched: Patched, report: dict, mode: str) -> None:
+    """return_logprob with top_logprobs_num and token_ids_logprob, at temperatures below 1: on
+    0.5.18+ the release's own result processor hands each request, for every emitted token, plain
+    decoding's log-prob (the log-softmax of the target's row after the previous token, over the
+    temperature), its top-k and the ids asked for; on 0.5.14 (no speculative log-prob helper) the
+    round is refused with the capability's message."""
+    from patches.capabilities import CAPABILITIES
+
+    result = report["modes"][mode]
+    if Version(patched.version) < Version("0.5.18"):
+        assert result == {"refused": CAPABILITIES["logprobs"].refusal}, result
+        return
+    assert "error" not in result, result.get("error")
+    assert result["equal_to_greedy"] and result["tokens"] > 3 * ROUNDS, result
+    assert result["logprobs_match"] == {"token": True, "top": True, "token_ids": True}, result
+
+
+@pytest.mark.slow
 def test_the_reorder_commit_under_overlap_is_fenced_by_the_release_s_own_barrier(patched: Patched, report: dict) -> None:
     """With DDTREE_KV_COMMIT=reorder under overlap (0.5.15+), rounds through run_batch stay greedy
     with every verify range holding its slots once; each round records its event right after the

@@ -31,6 +31,15 @@ def successor(x: torch.Tensor) -> torch.Tensor:
     return torch.where(x == G, G, (x + 1) % V)
 
 
+def target_rows(tokens: torch.Tensor) -> torch.Tensor:
+    """The stand-in target's next-token logits after each of `tokens` [N] -> [N, V]: 5 at the
+    successor, below -4 elsewhere, no two equal in a row (so log-probs and their top-k are unambiguous)."""
+    flat = tokens.reshape(-1).to(torch.int64)
+    logits = -5.0 + ((torch.arange(V)[None, :] * 31 + flat[:, None] * 17) % V).float() / V  # 31 is prime to V
+    logits[torch.arange(flat.numel()), successor(flat)] = 5.0
+    return logits
+
+
 def greedy_chain(first: int, length: int) -> list[int]:
     """The target's own greedy decoding from `first`, `length` tokens long."""
     seq = [first]
@@ -88,8 +97,7 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     def verify(batch, verify_input, cache_loc_2d, bound):
         tokens = verify_input.draft_token.view(BS, -1)
         w.kv[cache_loc_2d.reshape(-1)] = tokens.reshape(-1)
-        logits = torch.full((tokens.numel(), V), -5.0)
-        logits[torch.arange(tokens.numel()), successor(tokens.reshape(-1))] = 5.0
+        logits = target_rows(tokens)
         return types.SimpleNamespace(next_token_logits=logits, hidden_states=tokens.reshape(-1, 1).float()), False
 
     w._draft_features, w._verify = draft_logits, verify

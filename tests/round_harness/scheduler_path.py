@@ -191,6 +191,105 @@ def _carried_ok(carried: DFlashDraftInputV2, reserved, writes_before: int) -> di
     return checks
 
 
+# The logprob mode: per request its top_logprobs_num, token_ids_logprob and temperature (small enough
+# that every draw is the successor, so the rounds stay the greedy chain's). Every request names token
+# ids: 0.5.18-0.5.20's own result processor fails on a batch mixing requests with and without them
+# (their decode helper gives a list, not a tensor, for a request without: fixed in 0.5.21).
+TOP_LOGPROBS, TOKEN_IDS_LOGPROBS, TEMPERATURES = (2, 0, 3), ([5, 300], [7, 8], [0]), (0.3, 0.5, 0.4)
+
+
+def _ask_for_logprobs(batch: ScheduleBatch) -> None:
+    """Make the batch's requests the release's own `Req`s asking for log-probs (a top-k, token ids,
+    a temperature), and its sampling info the release's own, built from them."""
+    from sglang.srt.managers.schedule_batch import Req
+    from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
+    from sglang.srt.sampling.sampling_params import SamplingParams
+
+    reqs = []
+    for i, (top, ids, temperature) in enumerate(zip(TOP_LOGPROBS, TOKEN_IDS_LOGPROBS, TEMPERATURES)):
+        params = SamplingParams(max_new_tokens=1000, temperature=temperature, ignore_eos=True)
+        params.normalize(None)  # as the tokenizer manager does
+        req = Req(str(i), "", [7] * int(batch.seq_lens[i]), params, return_logprob=True, top_logprobs_num=top,
+                  token_ids_logprob=ids, vocab_size=drive_round.V)
+        req.req_pool_idx = i
+        reqs.append(req)
+    batch.reqs, batch.device, batch.return_logprob = reqs, "cpu", True
+    batch.top_logprobs_nums, batch.token_ids_logprobs = list(TOP_LOGPROBS), list(TOKEN_IDS_LOGPROBS)
+    batch.sampling_info = SamplingBatchInfo.from_schedule_batch(batch, drive_round.V)
+
+
+def _deliver_logprobs(batch: ScheduleBatch, result, accepted: list[list[int]]) -> None:
+    """The release's own result processor hands each request its round's log-probs (its
+    `_resolve_spec_v2_tokens`, which also feeds metrics and grammars, answers with `accepted`)."""
+    from sglang.srt.managers.scheduler_components.batch_result_processor import SchedulerBatchResultProcessor as P
+
+    processor = types.SimpleNamespace(_resolve_spec_v2_tokens=lambda result, batch: accepted)
+    ids, logprobs = P._normalize_decode_outputs(processor, batch=batch, result=result,
+                                                logits_output=result.logits_output, next_token_ids=result.next_token_ids)
+    for i, req in enumerate(batch.reqs):
+        P._apply_decode_logprobs(processor, req=req, i=i, batch=batch, next_token_id=ids[i],
+                                 next_token_logprobs=logprobs, logits_output=result.logits_output)
+
+
+def _logprobs_match(reqs, outputs: list[list[int]]) -> dict[str, bool]:
+    """Each request's log-probs against plain decoding's: token j's log-softmax of the target's row
+    after token j - 1, over the request's temperature (its value, its top-k, the ids asked for)."""
+    checks = {"token": True, "top": True, "token_ids": True}
+    close = lambda a, b: torch.allclose(torch.tensor(a, dtype=torch.float32), b, atol=1e-5)  # noqa: E731
+    for req, out, temperature in zip(reqs, outputs, TEMPERATURES):
+        state = req.logprob
+        rows = torch.log_softmax(drive_round.target_rows(torch.tensor(out[:-1])) / temperature, dim=-1)
+        emitted = torch.tensor(out[1:])
+        checks["token"] &= state.output_token_logprobs_idx == out[1:] and close(
+            state.output_token_logprobs_val, rows.gather(1, emitted[:, None])[:, 0])
+        if state.top_logprobs_num:
+            top = rows.topk(state.top_logprobs_num, dim=-1)
+            checks["top"] &= state.output_top_logprobs_idx == top.indices.tolist() and close(
+                state.output_top_logprobs_val, top.values)
+        if state.token_ids_logprob is not None:
+            checks["token_ids"] &= state.output_token_ids_logprobs_idx == [state.token_ids_logprob] * len(emitted) and \
+                close(state.output_token_ids_logprobs_val, rows[:, state.token_ids_logprob])
+    return checks
+
+
+def drive_logprobs(overlap: bool) -> dict:
+    """Rounds of a batch asking for log-probs through run_batch, each round's result delivered by the
+    release's result processor; on a release without SGLang's speculative log-prob helper the
+    round is refused with the capability's message."""
+    worker = drive_round.make_worker(7, 7)
+    del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
+    verify = worker._verify
+
+    def real_logits_output(*args):
+        out, can_run_cuda_graph = verify(*args)
+        return LogitsProcessorOutput(next_token_logits=out.next_token_logits, hidden_states=out.hidden_states), can_run_cuda_graph
+
+    worker._verify = real_logits_output
+    scheduler = SchedulerUnderTest(worker, overlap)
+    prefix = torch.tensor([10, 20, 30])
+    bonus = drive_round.successor(torch.tensor([5, 290, 299]))
+    batch = _batch(worker, prefix, bonus)
+    _server_args()  # the sampling info reads the published config
+    _ask_for_logprobs(batch)
+    outputs = [[int(b)] for b in bonus]
+    for _ in range(ROUNDS):
+        try:
+            result = scheduler.run_batch(batch)
+        except ValueError as exc:
+            return {"refused": str(exc)}
+        stride = result.speculative_num_draft_tokens
+        ids, lens = result.next_token_ids.view(len(prefix), stride), result.accept_lens
+        accepted = [ids[i, : int(lens[i])].tolist() for i in range(len(prefix))]
+        _deliver_logprobs(batch, result, accepted)
+        for out, new in zip(outputs, accepted):
+            out += new
+        if overlap:
+            batch.seq_lens = scheduler.future_map.published[-1].clone()
+            batch.seq_lens_cpu = batch.seq_lens.clone()
+    return {"equal_to_greedy": outputs == [drive_round.greedy_chain(o[0], len(o)) for o in outputs],
+            "tokens": sum(len(o) - 1 for o in outputs), "logprobs_match": _logprobs_match(batch.reqs, outputs)}
+
+
 def drive(overlap: bool, fenced: bool = False) -> dict:
     """Rounds through run_batch; `fenced`: with the reorder commit under overlap, the verify
     publishing a read-done event as SGLang's graph runner does, and after each round the release's
@@ -288,13 +387,10 @@ def drive(overlap: bool, fenced: bool = False) -> dict:
     }
 
 
-def construct(extra_args: tuple[str, ...] = ()) -> dict:
-    """DDTreeWorkerV2.__init__ and init_cuda_graphs on the release's resolved (and, 0.5.17+,
-    published) config for budget 32 over an 8-token drafter, so the verify width (33) exceeds the
-    block: what DFlash's constructor and graph capture would read (they load and run the draft
-    model, so they are replaced by recorders here)."""
+def _server_args(extra_args: tuple[str, ...] = ()):
+    """The release's resolved ServerArgs for budget 32 over the tiny pair, published where the
+    release keeps them process-wide (0.5.17+: config bags; before: the scheduler's global)."""
     from sglang.srt.server_args import prepare_server_args
-    from sglang.srt.speculative.ddtree import worker_v2
 
     models = HERE.parents[1] / "fixtures" / "models"
     server_args = prepare_server_args([
@@ -307,10 +403,24 @@ def construct(extra_args: tuple[str, ...] = ()) -> dict:
     try:
         from sglang.srt.runtime_context import get_context
     except ImportError:
-        pass
+        get_context = None
+    if get_context is not None and hasattr(get_context(), "set_server_args"):
+        get_context().set_server_args(server_args)
     else:  # 0.5.14 has a runtime context for parallel state only, no config bags
-        if hasattr(get_context(), "set_server_args"):
-            get_context().set_server_args(server_args)
+        from sglang.srt.server_args import set_global_server_args_for_scheduler
+
+        set_global_server_args_for_scheduler(server_args)
+    return server_args
+
+
+def construct(extra_args: tuple[str, ...] = ()) -> dict:
+    """DDTreeWorkerV2.__init__ and init_cuda_graphs on the release's resolved (and, 0.5.17+,
+    published) config for budget 32 over an 8-token drafter, so the verify width (33) exceeds the
+    block: what DFlash's constructor and graph capture would read (they load and run the draft
+    model, so they are replaced by recorders here)."""
+    from sglang.srt.speculative.ddtree import worker_v2
+
+    server_args = _server_args(extra_args)
     seen: dict = {}
     base = worker_v2.DFlashWorkerV2
 
@@ -370,6 +480,11 @@ def main() -> None:
             continue  # this release keeps the move under overlap (construct_reorder says why)
         try:
             report["modes"][mode] = drive(overlap, fenced)
+        except Exception:  # noqa: BLE001 - reported, the test fails on it
+            report["modes"][mode] = {"error": traceback.format_exc()[-3000:]}
+    for mode, overlap in (("logprobs", False), ("logprobs_overlap", True)):
+        try:
+            report["modes"][mode] = drive_logprobs(overlap)
         except Exception:  # noqa: BLE001 - reported, the test fails on it
             report["modes"][mode] = {"error": traceback.format_exc()[-3000:]}
     from sglang.srt.speculative.ddtree.table_fence import release_hook_called

@@ -536,6 +536,11 @@ def _state_uses(adapter: ClassInfo, guards: dict[str, bool], names: tuple[str, .
     return out
 
 
+def _imports_as(node: ast.AST, name: str) -> bool:
+    """`node` is an import statement that binds `name`."""
+    return isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names)
+
+
 def _stand_in_problems(adapter: Adapter, root: Path) -> list[str]:
     """A stand-in takes effect only if the release function builds the base as `Base(...)` through
     the name its module binds at the top level (an import or a class), never rebinding it locally."""
@@ -546,17 +551,12 @@ def _stand_in_problems(adapter: Adapter, root: Path) -> list[str]:
     if path is None:
         return [f"{module} is not in this SGLang, so {adapter.name} cannot stand in there"]
     tree = _parse(path)
-    bound = any(
-        isinstance(n, ast.ClassDef) and n.name == name
-        or isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in n.names)
-        for n in tree.body
-    )
+    bound = any(isinstance(n, ast.ClassDef) and n.name == name or _imports_as(n, name) for n in tree.body)
     functions = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == function]
     inner = [n for fn in functions for n in ast.walk(fn)]
     builds = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == name for n in inner)
     rebinds = any(
-        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
-        or isinstance(n, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in n.names)
+        isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) or _imports_as(n, name)
         for n in inner
     )
     if bound and builds and not rebinds:

@@ -18,7 +18,7 @@ HELPER = "sglang.srt.layers.logprob_processor"
 
 
 @pytest.fixture()
-def rl(dropin, monkeypatch):
+def rl(dropin):
     module = dropin("round_logprobs")
     dropin("requests")._provides.cache_clear()
     yield module

@@ -91,7 +91,7 @@ def test_log_probs_reach_each_request_as_plain_decoding_s(patched: Patched, repo
         assert result == {"refused": CAPABILITIES["logprobs"].refusal}, result
         return
     assert "error" not in result, result.get("error")
-    assert result["equal_to_greedy"] and result["tokens"] > 3 * ROUNDS, result
+    assert result["equal_to_greedy"] and result["tokens_per_round"] > 1, result  # more than one token a round
     assert result["logprobs_match"] == {"token": True, "top": True, "token_ids": True}, result
 
 

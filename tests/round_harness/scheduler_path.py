@@ -205,6 +205,7 @@ def _ask_for_logprobs(batch: ScheduleBatch) -> None:
     from sglang.srt.sampling.sampling_batch_info import SamplingBatchInfo
     from sglang.srt.sampling.sampling_params import SamplingParams
 
+    _server_args()  # the sampling info reads the published config
     reqs = []
     for i, (top, ids, temperature) in enumerate(zip(TOP_LOGPROBS, TOKEN_IDS_LOGPROBS, TEMPERATURES)):
         params = SamplingParams(max_new_tokens=1000, temperature=temperature, ignore_eos=True)
@@ -252,48 +253,12 @@ def _logprobs_match(reqs, outputs: list[list[int]]) -> dict[str, bool]:
     return checks
 
 
-def drive_logprobs(overlap: bool) -> dict:
-    """Rounds of a batch asking for log-probs through run_batch, each round's result delivered by the
-    release's result processor; on a release without SGLang's speculative log-prob helper the
-    round is refused with the capability's message."""
-    worker = drive_round.make_worker(7, 7)
-    del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
-    verify = worker._verify
-
-    def real_logits_output(*args):
-        out, can_run_cuda_graph = verify(*args)
-        return LogitsProcessorOutput(next_token_logits=out.next_token_logits, hidden_states=out.hidden_states), can_run_cuda_graph
-
-    worker._verify = real_logits_output
-    scheduler = SchedulerUnderTest(worker, overlap)
-    prefix = torch.tensor([10, 20, 30])
-    bonus = drive_round.successor(torch.tensor([5, 290, 299]))
-    batch = _batch(worker, prefix, bonus)
-    _server_args()  # the sampling info reads the published config
-    _ask_for_logprobs(batch)
-    outputs = [[int(b)] for b in bonus]
-    for _ in range(ROUNDS):
-        try:
-            result = scheduler.run_batch(batch)
-        except ValueError as exc:
-            return {"refused": str(exc)}
-        stride = result.speculative_num_draft_tokens
-        ids, lens = result.next_token_ids.view(len(prefix), stride), result.accept_lens
-        accepted = [ids[i, : int(lens[i])].tolist() for i in range(len(prefix))]
-        _deliver_logprobs(batch, result, accepted)
-        for out, new in zip(outputs, accepted):
-            out += new
-        if overlap:
-            batch.seq_lens = scheduler.future_map.published[-1].clone()
-            batch.seq_lens_cpu = batch.seq_lens.clone()
-    return {"equal_to_greedy": outputs == [drive_round.greedy_chain(o[0], len(o)) for o in outputs],
-            "tokens": sum(len(o) - 1 for o in outputs), "logprobs_match": _logprobs_match(batch.reqs, outputs)}
-
-
-def drive(overlap: bool, fenced: bool = False) -> dict:
+def drive(overlap: bool, fenced: bool = False, logprobs: bool = False) -> dict:
     """Rounds through run_batch; `fenced`: with the reorder commit under overlap, the verify
     publishing a read-done event as SGLang's graph runner does, and after each round the release's
-    own WAR barrier and the worker's release hook run, noting which event each waited for."""
+    own WAR barrier and the worker's release hook run, noting which event each waited for;
+    `logprobs`: the batch asks for log-probs, and each round's result is delivered by the release's
+    result processor (a release without SGLang's speculative log-prob helper raises the refusal)."""
     worker = drive_round.make_worker(7, 7)
     # The real DFlash state the scheduler carries between rounds, and the real host-length bound.
     del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
@@ -340,6 +305,8 @@ def drive(overlap: bool, fenced: bool = False) -> dict:
     prefix = torch.tensor([10, 20, 30])
     bonus = drive_round.successor(torch.tensor([5, 290, 299]))
     batch = _batch(worker, prefix, bonus)
+    if logprobs:
+        _ask_for_logprobs(batch)
     outputs = [[int(b)] for b in bonus]
     RecordedEvent.clock = staticmethod(lambda: len(worker.draft_writes))
     carried: dict[str, bool] = {}
@@ -355,8 +322,11 @@ def drive(overlap: bool, fenced: bool = False) -> dict:
         result = scheduler.run_batch(batch)
         stride = result.speculative_num_draft_tokens
         ids, lens = result.next_token_ids.view(len(prefix), stride), result.accept_lens
-        for i in range(len(prefix)):
-            outputs[i] += ids[i, : int(lens[i])].tolist()
+        accepted = [ids[i, : int(lens[i])].tolist() for i in range(len(prefix))]
+        if logprobs:
+            _deliver_logprobs(batch, result, accepted)
+        for out, new in zip(outputs, accepted):
+            out += new
         if overlap:  # the overlap scheduler takes the new lengths from what on_publish relayed
             batch.seq_lens = scheduler.future_map.published[-1].clone()
             batch.seq_lens_cpu = batch.seq_lens.clone()
@@ -384,6 +354,7 @@ def drive(overlap: bool, fenced: bool = False) -> dict:
         "expected_seq_lens": [int(p) + len(o) - 1 for p, o in zip(prefix, outputs)],
         "slots_kept_once": worker.slots_kept_once,
         **({"fences": fences} if fenced else {}),
+        **({"logprobs_match": _logprobs_match(batch.reqs, outputs)} if logprobs else {}),
     }
 
 
@@ -484,7 +455,9 @@ def main() -> None:
             report["modes"][mode] = {"error": traceback.format_exc()[-3000:]}
     for mode, overlap in (("logprobs", False), ("logprobs_overlap", True)):
         try:
-            report["modes"][mode] = drive_logprobs(overlap)
+            report["modes"][mode] = drive(overlap, logprobs=True)
+        except ValueError as exc:  # the round's refusal, where the release lacks the helper
+            report["modes"][mode] = {"refused": str(exc)}
         except Exception:  # noqa: BLE001 - reported, the test fails on it
             report["modes"][mode] = {"error": traceback.format_exc()[-3000:]}
     from sglang.srt.speculative.ddtree.table_fence import release_hook_called

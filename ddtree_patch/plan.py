@@ -9,7 +9,7 @@ from ddtree_patch.compiled import check_compiles
 from ddtree_patch.errors import NativeDDTree
 from ddtree_patch.model import FileEdit, Install, Plan
 from ddtree_patch.native import native_ddtree
-from ddtree_patch.policy import default_policy
+from ddtree_patch.data.policy import default_policy
 from ddtree_patch.scan import Progress, ScanResult, scan
 from ddtree_patch.state import pristine_view
 

@@ -52,9 +52,3 @@ class Policy:
             return Decision.UNHANDLED, "no rule knows this form: a person must decide it", ""
         return Decision.UNHANDLED, f"no policy entry for a {form} site here", ""
 
-
-def default_policy() -> Policy:
-    from ddtree_patch.data.policy import ENTRIES
-
-    return Policy(ENTRIES)
-

@@ -21,7 +21,7 @@ from pathlib import Path
 from ddtree_patch.dropins import DROPIN_ROOT, capabilities_path
 from ddtree_patch.errors import Unpatchable
 from ddtree_patch.model import Install
-from ddtree_patch.policy import default_policy
+from ddtree_patch.data.policy import default_policy
 from ddtree_patch.results import FileResult
 
 PARALLEL_MIN_FILES = 12  # below this a pool costs more than it saves

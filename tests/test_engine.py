@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ddtree_patch.analyse import SourceText, analyse_file
-from ddtree_patch.policy import default_policy
+from ddtree_patch.data.policy import default_policy
 from ddtree_patch.sites import Decision
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "mini_site"

@@ -8,7 +8,7 @@ from ddtree_patch.analyse import analyse_file
 from ddtree_patch.audit import audit
 from ddtree_patch.locate import from_folder
 from ddtree_patch.plan import build_plan
-from ddtree_patch.policy import default_policy
+from ddtree_patch.data.policy import default_policy
 from ddtree_patch.sites import Decision
 from tests.sglang_releases import RELEASES
 

@@ -8,8 +8,8 @@ from fnmatch import fnmatchcase
 import pytest
 
 from ddtree_patch.analyse import SourceText, analyse_file
-from ddtree_patch.data.policy import ENTRIES
-from ddtree_patch.policy import UNMATCHED, Entry, Policy, default_policy
+from ddtree_patch.data.policy import ENTRIES, default_policy
+from ddtree_patch.policy import UNMATCHED, Entry, Policy
 from ddtree_patch.rules import RULES
 from ddtree_patch.sites import Decision
 

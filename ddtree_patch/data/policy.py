@@ -10,7 +10,7 @@ principles; a site no entry decides is UNHANDLED.
 """
 
 from ddtree_patch.dropins import capabilities
-from ddtree_patch.policy import Entry
+from ddtree_patch.policy import Entry, Policy
 from ddtree_patch.sites import Decision as D
 
 MACHINERY = "dflash-machinery"
@@ -129,3 +129,8 @@ PRINCIPLES: tuple[Entry, ...] = (
 )
 
 ENTRIES: tuple[Entry, ...] = GATES + STRUCTURE + PRINCIPLES
+
+
+def default_policy() -> Policy:
+    """The table above as the engine reads it."""
+    return Policy(ENTRIES)

@@ -16,7 +16,7 @@ measured the per-tile kernel slower than cuBLAS + the top-K at batch 1, 8 and 64
 Triton GEMM alone already is at batches 8 and 64; docs/kernels.md). `tma=True` runs the persistent
 form with tensor-descriptor (TMA) loads, as Triton's persistent matmul tutorial does to approach
 cuBLAS on Hopper; on an H100 it too was slower at batches 64 and 1 and 1.8 % faster at batch 8
-(docs/gpu-2026-12-05e.txt). Nothing in the runtime uses either.
+(docs/evidence/logs/gpu-2026-12-05e.txt). Nothing in the runtime uses either.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Timed engines that take the GPU in turns, run by run (gpu_matrix's round-time rows).
 
 Engines timed one after another drift apart by a millisecond a round between calls on the tiny
-model (docs/gpu-check-0.5.13-graph-stage-2026-12-05.txt), so a ratio of two such medians says
+model (docs/evidence/logs/gpu-check-0.5.13-graph-stage-2026-12-05.txt), so a ratio of two such medians says
 little. Interleaved, every engine's k-th run sits between the others' k-th runs: each engine
 process holds a `Turns` over one shared folder, all of them wait until every engine is warm
 (`ready`), then run k of engine i starts when the shared counter reads `k * count + i` (`take`) and

@@ -89,7 +89,7 @@ def test_reorder_under_overlap_keeps_the_overlap_scheduler() -> None:
 
 
 def test_two_switches_give_ddtree_engines_both_and_both_lines_to_log(tmp_path) -> None:
-    """--kv-commit reorder-overlap --mask-in-place (as run on the H200, docs/gpu-2026-12-05b.txt): only DDTREE
+    """--kv-commit reorder-overlap --mask-in-place (as run on the H200, docs/evidence/logs/gpu-2026-12-05b.txt): only DDTREE
     engines get both switches, and a graphed one must log both lines; a log missing either fails the row."""
     plain, both = gpu_matrix.configs(), gpu_matrix.configs(kv_commit="reorder-overlap", mask_in_place=True)
     mask = gpu_matrix.MASK_IN_PLACE_LOG

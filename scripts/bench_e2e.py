@@ -75,15 +75,16 @@ def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra
 
 
 def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets: tuple[int, ...] = BUDGETS,
-                 tokens: int = PAIR_TOKENS) -> list[dict]:
+                 tokens: int = PAIR_TOKENS, batches: tuple[int, ...] = BATCHES, plain: bool = True) -> list[dict]:
     """plain, DFLASH, DDTREE per budget, each engine with a KV pool of `tokens` (a pair widened to an
     8B shape, widen_pair.py, needs ~150 KB a token); plus, per `eager_stage_budgets`, DDTREE with its tree stage
     launched kernel by kernel (variant "eager stage": DDTREE_GRAPH_TREE_STAGE=0 in that engine; the
-    default replays it from a CUDA graph)."""
+    default replays it from a CUDA graph). Engines take batches up to max(batches); `plain=False` leaves
+    plain out (a GPU that holds only a few 8B-shape engines benches the budgets in groups, each beside DFLASH)."""
     t, d = str(pair / "target"), str(pair / "draft")
     spec = dict(speculative_draft_model_path=d)
-    out = [{"name": "plain", "algo": "plain", "budget": None, "extra": {}},
-           {"name": "dflash", "algo": "DFLASH", "budget": None, "extra": dict(spec, speculative_algorithm="DFLASH")}]
+    out = [{"name": "plain", "algo": "plain", "budget": None, "extra": {}}] if plain else []
+    out += [{"name": "dflash", "algo": "DFLASH", "budget": None, "extra": dict(spec, speculative_algorithm="DFLASH")}]
     out += [{"name": f"ddtree_b{b}", "algo": "DDTREE", "budget": b,
              "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)} for b in budgets]
     out += [{"name": f"ddtree_b{b}_eager_stage", "algo": "DDTREE", "budget": b, "variant": "eager stage",
@@ -91,7 +92,7 @@ def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets:
              "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)}
             for b in eager_stage_budgets]
     for c in out:
-        c["engine"] = engine_kwargs(t, t, max_bs=max(BATCHES), tokens=tokens, extra=c.pop("extra"))
+        c["engine"] = engine_kwargs(t, t, max_bs=max(batches), tokens=tokens, extra=c.pop("extra"))
         c["phase"] = "pair"
     return out
 
@@ -283,6 +284,13 @@ def compare_with_plain(ref: dict, got: list[list[int]]) -> dict:
 
 
 def prompts_from(pair: Path, count: int, length: int) -> list[list[int]]:
+    """The pair's own held-out prompts (prompts.json, train_pair.py) where it has `count` of `length`
+    tokens, else evenly spaced windows of the held-out stdlib files through the pair's tokenizer."""
+    own = pair / "prompts.json"
+    if own.is_file():
+        kept = [p[:length] for p in json.loads(own.read_text()) if len(p) >= length]
+        if len(kept) >= count:
+            return kept[:count]
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(pair / "target" / "tokenizer.json"))
@@ -329,7 +337,7 @@ class Bench:
         """Plain's greedy outputs with top-2 logprobs per batch size, untimed (before the timed runs):
         what every T=0 output is compared with. Only plain is asked: SGLang's DFLASH refuses return_logprob."""
         refs = {}
-        for b in BATCHES:
+        for b in self.a.batches:
             res = self.call("plain", {"id": f"plain-{b}-ref", "prompts": self.prompts[:b], "temperature": 0.0,
                                       "max_new": self.a.max_new, "return_ids": True, "top2": True})
             if res is not None:
@@ -339,13 +347,13 @@ class Bench:
     def pair_phase(self, names: list[str], temperature: float) -> bool:
         names = [n for n in names if n in self.workers]
         cfg = {n: self.workers[n].cfg for n in names}
-        for b in BATCHES:  # warm-up
+        for b in self.a.batches:  # warm-up
             for n in names:
                 self.call(n, {"id": "warm", "prompts": self.prompts[:b], "temperature": temperature, "max_new": 16})
         refs = self.plain_references() if temperature == 0 and "plain" in names else {}
         ids: dict[tuple[str, int], list] = {}
         for rep in range(self.a.repeats):
-            for b in BATCHES:
+            for b in self.a.batches:
                 order = names[rep % len(names):] + names[:rep % len(names)]
                 for n in order:
                     if self.left() < 15:
@@ -449,6 +457,14 @@ def pair_notes(pair: Path) -> list[str]:
             f"target_layer_ids {s['target_layer_ids']} ({m['params']['draft'] / 1e6:.1f} M parameters, "
             f"{m['draft']['steps_done']} steps). Trained on {m['files']['train']} standard-library files "
             f"of Python {m['python']} ({m['tokens']['train']} tokens).")
+    corpus = m.get("corpus", {})
+    if corpus.get("name") == "mixed":
+        first += (f" Mixed with {corpus['structured_docs']['train']} generated structured documents "
+                  f"(`scripts/structured_corpus.py`, {corpus['structured_share']:.0%} of the characters); the prompts "
+                  f"are held-out windows of both (`prompts.json`).")
+    if m["sizes"].get("draft_labels") == "greedy" and "greedy_data" in m["draft"]:
+        first += (f" The drafter trained on {m['draft']['greedy_data']['rows_done']} of the target's own greedy "
+                  f"continuations.")
     if "widened" in m:
         w, hd = m["widened"]["shape"], m["widened"]["head_dim"]
         first += (f" Then widened by `scripts/widen_pair.py` to hidden {w['hidden']}, MLP {w['inter']}, "
@@ -481,6 +497,10 @@ def main() -> None:
                     help=f"DDTREE budgets of the pair phases (default {' '.join(map(str, BUDGETS))}; one engine each)")
     ap.add_argument("--pair-tokens", type=int, default=PAIR_TOKENS,
                     help="KV pool of each pair engine, in tokens (a widened pair: widen_pair.py; 16384 suits batch 32)")
+    ap.add_argument("--batches", nargs="+", type=int, default=list(BATCHES),
+                    help=f"batch sizes of the pair phases (default {' '.join(map(str, BATCHES))}; at most 64)")
+    ap.add_argument("--no-plain", action="store_true",
+                    help="pair phases without the plain engine (a further group of budgets beside DFLASH)")
     ap.add_argument("--eager-stage-budgets", nargs="*", type=int, default=[],
                     help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=0 (the tree stage "
                          "launched kernel by kernel), beside the default (one CUDA graph replay)")
@@ -513,6 +533,8 @@ def main() -> None:
 
     if a.repeats < 1 or a.big_repeats < 1:
         raise SystemExit("--repeats and --big-repeats must be >= 1")
+    if not all(1 <= b <= max(BIG_BATCHES) for b in a.batches):
+        raise SystemExit(f"--batches takes sizes from 1 to {max(BIG_BATCHES)} (the prompts on hand)")
     if not set(a.big_batches) <= set(BIG_BATCHES):
         raise SystemExit(f"--big-batches takes sizes from {' '.join(map(str, BIG_BATCHES))} (the engines' capacity)")
     for t in (t for t in a.big_verify_tiles if t != verify_tile.KEEP_SGLANG):
@@ -529,7 +551,8 @@ def main() -> None:
         a.pair = tokenizer_only_pair(a.work / "tokenizer-only")
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
-    cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets), tuple(a.budgets), a.pair_tokens) if pair_wanted else []) + \
+    cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets), tuple(a.budgets), a.pair_tokens, tuple(a.batches),
+                         not a.no_plain) if pair_wanted else []) + \
         (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles), a.big_eager_stage,
                      a.big_reorder)
          if "big" in wanted else [])

@@ -19,6 +19,8 @@ from gpu_matrix import TIE_GAP
 
 GOAL_ACCEPT_RATIO = 1.3  # DDTREE / DFLASH accepted tokens per round at budget 32, trained pair, T=0
 GOAL_ROUND_RATIO = 1.1  # DDTREE / DFLASH round time at equal verify width, 8B shape
+GOAL_STRONG_ACCEPT = 4.0  # issue 49: DFLASH accepted tokens per round on the strong pair, batch 1, T=0
+GOAL_STRONG_SPEEDUP = 1.25  # issue 49: DDTREE's best budget / DFLASH output tokens/s, batch 1, T=0
 BUDGET_TICKS = (4, 8, 16, 32, 64)
 JUDGED = (" Plain's reference is an untimed run of the same batch with top-2 logprobs (plain's own row: its "
           "timed run against it). Each differing prompt is judged at its first differing token, as "
@@ -157,6 +159,25 @@ def goals(prows: list[dict], brows: list[dict]) -> list[str]:
     return out
 
 
+def strong_pair_goals(prows: list[dict]) -> list[str]:
+    """Issue 49's goals on a strong pair, batch 1, T=0: DFLASH's acceptance, DDTREE's best budget's speed-up."""
+    t0 = [r for r in prows if r["temperature"] == 0 and r["batch"] == 1 and not r.get("variant")]
+    dflash = [r for r in t0 if r["algo"] == "DFLASH" and r["accept"]]
+    if dflash:
+        acc = statistics.median(dflash[0]["accept"])
+        out = [f"- DFLASH accepted tokens/round, batch 1, T=0: {fmt(dflash[0]['accept'])}; goal >= "
+               f"{GOAL_STRONG_ACCEPT}: **{'PASS' if acc >= GOAL_STRONG_ACCEPT else 'MISS'}**"]
+    else:
+        out = ["- DFLASH accepted tokens/round, batch 1, T=0: **NOT MEASURED**"]
+    cands = [r for r in t0 if r["algo"] == "DDTREE" and r["vs_dflash"]]
+    if not cands:
+        return out + ["- DDTREE best budget vs DFLASH tokens/s, batch 1, T=0: **NOT MEASURED**"]
+    best = max(cands, key=lambda r: statistics.median(r["vs_dflash"]))
+    ok = statistics.median(best["vs_dflash"]) >= GOAL_STRONG_SPEEDUP
+    return out + [f"- DDTREE best budget vs DFLASH tokens/s, batch 1, T=0: budget {best['budget']} at "
+                  f"{fmt(best['vs_dflash'])}x; goal >= {GOAL_STRONG_SPEEDUP}: **{'PASS' if ok else 'MISS'}**"]
+
+
 def greedy_check(prows: list[dict]) -> list[str]:
     """One line over every judged T=0 row: do the greedy outputs differ from plain's only at near-ties
     (bf16 reduction order) or also elsewhere (bugs, named)? Nothing for results without the judgement."""
@@ -276,6 +297,7 @@ def write(out_dir: Path, meta: dict, records: list[dict]) -> Path:
              f"{', '.join(meta['finished']) or 'none'}; not finished (the deadline, or engines that did not start: "
              f"see Failures): {', '.join(meta['cut']) or 'none'}.",
              "", "## Goals (issue 9)", "", *goals(prows, brows), *greedy_check(prows), "",
+             "## Goals (issue 49, a strong pair)", "", *strong_pair_goals(prows), "",
              "## How it was measured", "", *meta["method"], ""]
     if meta.get("pair"):
         lines += ["## The trained pair", "", *meta["pair"], ""]

@@ -7,24 +7,48 @@
 # usage: RIG=$PWD/.gpurig bash scripts/bench_widened.sh [bench_e2e.py options]
 #   defaults: --phases pair0 --budgets 16 32 --repeats 3 --pair-tokens 16384 (4 engines of ~18 GB each);
 #   BUDGET_S: the whole call's seconds (default 580); TRAIN_CAPS: train_pair.py's caps (default "90 60", s);
+#   TRAIN_ARGS: more train_pair.py options (e.g. "--preset strong"); REUSE=1: keep the pair and the widened
+#   pair already in $PAIR / $WIDE (a warm machine's next call) instead of training and widening again;
+#   BUDGET_GROUPS: the DDTREE budgets, in engine groups split by ';' (default "16 32": one group). Each group is
+#   one bench_e2e.py run beside its own DFLASH, plain in the first group only, so a GPU that holds three
+#   8B-shape engines benches any number of budgets; the call's time left is shared evenly. With several
+#   groups, group i reports in bench/g<i>;
 #   PAIR, WIDE, WORK: the folders (default /tmp/pair, /tmp/wide, /tmp/bench-e2e).
 set -uo pipefail
 t0=$(date +%s)
 BUDGET_S=${BUDGET_S:-580} PAIR=${PAIR:-/tmp/pair} WIDE=${WIDE:-/tmp/wide} WORK=${WORK:-/tmp/bench-e2e}
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" || exit 1
-read -r target_cap draft_cap <<< "${TRAIN_CAPS:-90 60}"
-python3 scripts/train_pair.py "$PAIR" --set "target_cap_s=$target_cap" --set "draft_cap_s=$draft_cap" > "$OUT/train.log" 2>&1
-echo "[train] rc=$? $(( $(date +%s) - t0 ))s"; grep -E "estimate|held-out" "$OUT/train.log" | tail -2
-[ -f "$PAIR/manifest.json" ] || { tail -20 "$OUT/train.log"; exit 1; }
-python3 scripts/widen_pair.py "$PAIR" "$WIDE" --no-check > "$OUT/widen.log" 2>&1 || { tail -20 "$OUT/widen.log"; exit 1; }
-echo "[widen] $(( $(date +%s) - t0 ))s"
-left=$(( BUDGET_S - ($(date +%s) - t0) - 25 ))
-BENCH_COMMAND="RIG=\$PWD/$(basename "${RIG:-.gpurig}") BUDGET_S=$BUDGET_S bash scripts/bench_widened.sh $*" \
-  python3 scripts/bench_e2e.py --pair "$WIDE" --out "$OUT/bench" --work "$WORK" --deadline-s "$left" \
-  --phases pair0 --budgets 16 32 --repeats 3 --pair-tokens 16384 --startup-timeout-s 150 "$@"
-rc=$?
-mkdir -p "$OUT/bench" && cp "$WORK"/*.log "$OUT/bench/" 2>/dev/null
-tar czf "$OUT/bench.tgz" -C "$OUT" bench train.log widen.log && rm -rf "$OUT/bench"
+echo "[setup] $(( $(date +%s) - t0 ))s"
+if [ "${REUSE:-0}" = 1 ] && [ -f "$PAIR/manifest.json" ] && [ -f "$WIDE/manifest.json" ]; then
+  echo "[reuse] $PAIR and $WIDE"
+else
+  read -r target_cap draft_cap <<< "${TRAIN_CAPS:-90 60}"
+  # shellcheck disable=SC2086  # TRAIN_ARGS is a list of options
+  python3 scripts/train_pair.py "$PAIR" --set "target_cap_s=$target_cap" --set "draft_cap_s=$draft_cap" \
+    ${TRAIN_ARGS:-} > "$OUT/train.log" 2>&1
+  echo "[train] rc=$? $(( $(date +%s) - t0 ))s"; grep -E "estimate|held-out" "$OUT/train.log" | tail -2
+  [ -f "$PAIR/manifest.json" ] || { tail -20 "$OUT/train.log"; exit 1; }
+  cp "$PAIR/manifest.json" "$OUT/manifest.json"
+  python3 scripts/widen_pair.py "$PAIR" "$WIDE" --no-check > "$OUT/widen.log" 2>&1 || { tail -20 "$OUT/widen.log"; exit 1; }
+  echo "[widen] $(( $(date +%s) - t0 ))s"
+fi
+IFS=';' read -r -a groups <<< "${BUDGET_GROUPS:-16 32}"
+rc=0 i=0
+for budgets in "${groups[@]}"; do
+  i=$(( i + 1 ))
+  out=$OUT/bench work=$WORK extra=()
+  [ ${#groups[@]} -gt 1 ] && out=$OUT/bench/g$i work=$WORK/g$i
+  [ $i -gt 1 ] && extra=(--no-plain)
+  left=$(( (BUDGET_S - ($(date +%s) - t0) - 25) / (${#groups[@]} - i + 1) ))
+  # shellcheck disable=SC2086  # budgets is a list of numbers
+  BENCH_COMMAND="RIG=\$PWD/$(basename "${RIG:-.gpurig}") BUDGET_S=$BUDGET_S BUDGET_GROUPS='${BUDGET_GROUPS:-16 32}' bash scripts/bench_widened.sh $*" \
+    python3 scripts/bench_e2e.py --pair "$WIDE" --out "$out" --work "$work" --deadline-s "$left" \
+    --phases pair0 --budgets $budgets --repeats 3 --pair-tokens 16384 --startup-timeout-s 150 "${extra[@]}" "$@" || rc=1
+  mkdir -p "$out" && cp "$work"/*.log "$out/" 2>/dev/null
+  echo "[bench] group $i (budgets $budgets): $(( $(date +%s) - t0 ))s"
+done
+packed=(bench); for f in train.log widen.log; do [ -f "$OUT/$f" ] && packed+=("$f"); done
+tar czf "$OUT/bench.tgz" -C "$OUT" "${packed[@]}" && rm -rf "$OUT/bench"
 echo "[done] rc=$rc after $(( $(date +%s) - t0 ))s"
 exit $rc

@@ -1,6 +1,7 @@
 """Where a speculative round's GPU time goes: DFLASH vs DDTREE on the 8B-shape target, kernel by kernel.
 
 usage: python scripts/profile_round.py OUT_DIR [--batches 1 8 64] [--steps 24] [--max-new 96]
+                                        [--pair WIDENED_PAIR --budget N]
 
 One SGLang Engine per algorithm (Qwen3-8B shape and a 5-layer DFlash draft, random weights from
 `load_format=dummy`, the same engines as `bench_e2e.py`'s 8B phase: DDTREE budget 15 = DFLASH's
@@ -13,6 +14,10 @@ first to the last GPU event per step (span - busy = time the GPU waited for the 
 
 Writes OUT_DIR/profile.json and OUT_DIR/profile.md (per batch: the totals and the kernels whose
 time per step differs most between the two algorithms).
+
+With --pair (a pair widened by widen_pair.py, on the same 8B shape): DFLASH and DDTREE at --budget on
+that pair's trained weights and its own held-out prompts (bench_e2e.py's engines), so the profile is
+of the rounds the end-to-end benchmark timed, at the acceptance it measured.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def kernel_table(trace_path: Path, steps: int) -> dict:
 
 
 def engine_run(cfg: dict, out: Path, lock_path: Path, batches: list[int], steps: int, max_new: int,
-               prompt_len: int) -> None:
+               prompts: list[list[int]]) -> None:
     """Child process: start the engine, then (holding the GPU lock) time and profile each batch."""
     os.environ["SGLANG_TORCH_PROFILER_DIR"] = str(out / "traces")
     from sglang.srt.entrypoints.engine import Engine
@@ -70,7 +75,6 @@ def engine_run(cfg: dict, out: Path, lock_path: Path, batches: list[int], steps:
         t0 = time.time()
         eng = Engine(**cfg["engine"])
         res["t_start"] = round(time.time() - t0, 1)
-        prompts = [[(7 * i + 13 * j) % 30000 + 100 for j in range(prompt_len)] for i in range(max(batches))]
         params = {"temperature": 0.0, "max_new_tokens": max_new, "ignore_eos": True}
         with open(lock_path, "w") as lock:  # held until closed: one engine on the GPU at a time
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -115,7 +119,7 @@ def engine_run(cfg: dict, out: Path, lock_path: Path, batches: list[int], steps:
 
 
 def report(results: dict, batches: list[int], top: int = 18) -> str:
-    lines = ["# Round profile: DFLASH vs DDTREE, 8B-shape target (random weights), greedy", ""]
+    lines = ["# Round profile: DFLASH vs DDTREE, 8B-shape target, greedy", ""]
     for name, r in results.items():
         if "error" in r:
             lines += [f"- {name}: ERROR {r['error']}", "```", r.get("traceback", ""), "```"]
@@ -154,14 +158,23 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--tokenizer-from", type=Path, default=Path(os.environ.get("RIG", ".gpurig")) / "models",
                     help="a folder with target/tokenizer*.json to copy into the model folders")
+    ap.add_argument("--pair", type=Path, default=None, help="a widened pair (widen_pair.py) instead of random weights")
+    ap.add_argument("--budget", type=int, default=None, help="with --pair: DDTREE's budget")
     a = ap.parse_args()
-    from bench_e2e import big_configs
+    from bench_e2e import big_configs, pair_configs, prompts_from
 
+    if (a.pair is None) != (a.budget is None):
+        raise SystemExit("--pair and --budget go together: python scripts/profile_round.py OUT --pair WIDE --budget 32")
     a.out.mkdir(parents=True, exist_ok=True)
-    cfgs = big_configs(a.out / "big-shape", a.tokenizer_from)
+    if a.pair is None:
+        cfgs = big_configs(a.out / "big-shape", a.tokenizer_from)
+        prompts = [[(7 * i + 13 * j) % 30000 + 100 for j in range(a.prompt_len)] for i in range(max(a.batches))]
+    else:
+        cfgs = pair_configs(a.pair, budgets=(a.budget,), tokens=16384, batches=tuple(a.batches), plain=False)
+        prompts = prompts_from(a.pair, max(a.batches), a.prompt_len)
     lock = a.out / "gpu.lock"
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=engine_run, args=(c, a.out, lock, a.batches, a.steps, a.max_new, a.prompt_len))
+    procs = [ctx.Process(target=engine_run, args=(c, a.out, lock, a.batches, a.steps, a.max_new, prompts))
              for c in cfgs]
     for p in procs:
         p.start()

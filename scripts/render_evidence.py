@@ -163,7 +163,8 @@ def bullets(records: list[Record], base: Path = Path()) -> str:
 
 
 def gain_summary(records: list[Record]) -> str:
-    return bullets([r for r in records if r.gain])
+    """Newest run first: the README leads with the latest regime measured."""
+    return bullets(sorted((r for r in records if r.gain), key=lambda r: (r.date, r.id), reverse=True))
 
 
 def measured_test_runs(records: list[Record]) -> str:

@@ -1,13 +1,19 @@
 """Train a small Qwen3 target and a DFlash drafter for it on the Python standard library's sources.
 
-usage: python scripts/train_pair.py OUT_DIR [--preset gpu|tiny] [--seed N] [--device cuda|cpu]
+usage: python scripts/train_pair.py OUT_DIR [--preset gpu|strong|tiny] [--seed N] [--device cuda|cpu]
                                    [--set FIELD=VALUE ...]   (override preset fields)
+  --set corpus=mixed : the stdlib mixed with generated structured text (structured_corpus.py), a
+                   share `structured_share` of the characters, so the target is predictable the
+                   way chat / code targets are on their benchmarks (the `strong` preset)
+  --set draft_labels=greedy : the drafter trains on the target's own greedy continuations of
+                   training prompts (the public DFlash recipe) instead of windows of the text
   OUT_DIR/target : Qwen3ForCausalLM (config.json, model.safetensors, tokenizer), what SGLang serves
   OUT_DIR/draft  : DFlashDraftModel (config.json with block_size and dflash_config
                    {mask_token_id, target_layer_ids}, model.safetensors with layers.*, fc.weight,
                    hidden_norm.weight, norm.weight), conditioned on the target's hidden states
   OUT_DIR/manifest.json : sizes, steps, seeds, losses, timings, an offline DFlash acceptance
                    estimate on held-out files, sha256 of every weight file
+  OUT_DIR/prompts.json : held-out prompt windows (token ids), what bench_e2e.py serves the pair
 Seeded (data order, init, anchors); CUDA runs in torch's deterministic mode. A per-phase time cap
 stops a phase early and says so in the manifest (the step count is then not the planned one).
 Run it with the SGLang bundle on PYTHONPATH so the tokenizer is saved by the transformers that
@@ -20,6 +26,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -34,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the repo's `kernels` (tree build, accept walk)
 import dflash_draft as dd  # noqa: E402
 import stdlib_corpus  # noqa: E402
+import structured_corpus  # noqa: E402
 
 
 @dataclass
@@ -57,10 +65,17 @@ class Preset:
     draft_steps: int = 2000  # done at ~70 s on an H200
     draft_lr: float = 2e-3
     draft_labels: str = "target"  # "target": the target's own argmax after each real prefix (teacher-forced),
-    # a cheap stand-in for the target-generated data DFlash drafters train on; "text": the text's next tokens
+    # a cheap stand-in for the target-generated data DFlash drafters train on; "text": the text's next tokens;
+    # "greedy": rows of the target's own greedy continuations (labels: its argmax, i.e. the row's next tokens)
+    greedy_rows: int = 4096  # draft_labels=greedy: continuations generated (eval_prompt_len prompt + the rest of seq)
+    greedy_cap_s: float = 40.0
+    corpus: str = "stdlib"  # or "mixed": stdlib + structured_corpus documents
+    structured_share: float = 0.5  # corpus=mixed: the generated text's share of the characters
     warmup: int = 100
     target_cap_s: float = 160.0
     draft_cap_s: float = 120.0
+    schedule: str = "steps"  # the cosine's progress: "steps" (step / steps: the same bytes on every machine) or
+    # "time" (the larger of that and elapsed / cap: a capped phase still anneals; the bytes depend on the speed)
     tokenizer_chars: int = 12_000_000
     max_files: int | None = None
     held_out_every: int = 40
@@ -72,11 +87,17 @@ class Preset:
 
 PRESETS = {
     "gpu": Preset(),
+    # issue 49: a predictable target (stdlib + structured text, 8 layers) and a 4-layer drafter trained on
+    # the target's own greedy continuations; caps sized so train + widen + bench fit one device call
+    "strong": Preset(corpus="mixed", target_layers=8, inter=1024, target_layer_ids=[1, 3, 5, 6], draft_layers=4,
+                     draft_labels="greedy", target_steps=4000, draft_steps=6000, target_cap_s=90.0,
+                     draft_cap_s=90.0, greedy_cap_s=30.0, schedule="time"),
     # a few seconds on a CPU: exercises every step and every file format, learns nothing useful
     "tiny": Preset(vocab=320, hidden=64, inter=128, heads=2, kv_heads=1, head_dim=32, target_layers=3,
                    draft_layers=1, target_layer_ids=[0, 1], block=4, seq=64, target_batch=4, target_steps=6,
                    draft_batch=2, draft_anchors=4, draft_steps=6, warmup=2, tokenizer_chars=400_000,
-                   max_files=40, held_out_every=4, eval_prompts=2, eval_prompt_len=16, eval_new=12),
+                   max_files=40, held_out_every=4, eval_prompts=2, eval_prompt_len=16, eval_new=12,
+                   greedy_rows=8),
 }
 
 
@@ -114,11 +135,16 @@ def qwen3_config(p: Preset, layers: int, **extra):
     return cfg
 
 
-def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
+def lr_at(step: int, steps: int, peak: float, warmup: int, time_frac: float = 0.0) -> float:
+    """Linear warm-up, then a cosine to 0.1 x peak over the larger of the steps' and `time_frac` progress."""
     if step < warmup:
         return peak * (step + 1) / warmup
-    frac = (step - warmup) / max(1, steps - warmup)
+    frac = min(1.0, max(time_frac, (step - warmup) / max(1, steps - warmup)))
     return peak * (0.1 + 0.9 * 0.5 * (1 + torch.cos(torch.tensor(frac * torch.pi)).item()))
+
+
+def time_progress(p: Preset, t0: float, cap_s: float) -> float:
+    return (time.time() - t0) / cap_s if p.schedule == "time" else 0.0
 
 
 def windows(stream: torch.Tensor, batch: int, seq: int, gen: torch.Generator) -> torch.Tensor:
@@ -138,7 +164,7 @@ def train_target(model, stream, p: Preset, gen, device: str, log) -> dict:
         if time.time() - t0 > p.target_cap_s:
             break
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, p.target_steps, p.target_lr, p.warmup)
+            g["lr"] = lr_at(step, p.target_steps, p.target_lr, p.warmup, time_progress(p, t0, p.target_cap_s))
         x = windows(stream, p.target_batch, p.seq, gen)
         with autocast(device):
             logits = model(input_ids=x).logits
@@ -154,6 +180,29 @@ def train_target(model, stream, p: Preset, gen, device: str, log) -> dict:
             log(f"[target] step {step} loss {loss.item():.3f} {time.time() - t0:.0f}s")
     return {"steps_planned": p.target_steps, "steps_done": done, "seconds": round(time.time() - t0, 1),
             "stopped_by_cap": done < p.target_steps, "loss_every_50": [round(v, 4) for v in losses]}
+
+
+@torch.no_grad()
+def greedy_rows(model, stream: torch.Tensor, p: Preset, gen, log) -> tuple[torch.Tensor, dict]:
+    """[rows, seq] token ids: training-text prompts of eval_prompt_len tokens and the target's own greedy
+    continuation to `seq` tokens (KV-cached), in chunks of 1024 rows until greedy_rows or the cap."""
+    t0, chunks, new = time.time(), [], p.seq - p.eval_prompt_len
+    while sum(c.shape[0] for c in chunks) < p.greedy_rows and time.time() - t0 < p.greedy_cap_s:
+        rows = min(1024, p.greedy_rows - sum(c.shape[0] for c in chunks))
+        seq = windows(stream, rows, p.eval_prompt_len, gen)
+        out = model(input_ids=seq, use_cache=True)
+        for _ in range(new):
+            nxt = out.logits[:, -1:].argmax(-1)
+            seq = torch.cat([seq, nxt], 1)
+            if seq.shape[1] < p.seq:
+                out = model(input_ids=nxt, past_key_values=out.past_key_values, use_cache=True)
+        chunks.append(seq)
+    rows_done = torch.cat(chunks)
+    distinct = sum(len(set(r[p.eval_prompt_len:].tolist())) for r in rows_done[:64]) / (min(64, len(rows_done)) * new)
+    log(f"[greedy] {rows_done.shape[0]} rows of {p.seq} tokens, {time.time() - t0:.0f}s")
+    return rows_done, {"rows_planned": p.greedy_rows, "rows_done": rows_done.shape[0],
+                       "seconds": round(time.time() - t0, 1), "stopped_by_cap": rows_done.shape[0] < p.greedy_rows,
+                       "distinct_token_fraction_first_64": round(distinct, 3)}
 
 
 class FeatureTap:
@@ -200,7 +249,8 @@ def draft_loss(draft, embed, lm_head, feats, ids, anchors, p: Preset, weights, d
     return loss, acc.detach()  # a tensor: reading it every step would sync the GPU every step
 
 
-def train_draft(draft, target, tap, stream, p: Preset, gen, device: str, log) -> dict:
+def train_draft(draft, target, tap, stream, p: Preset, gen, device: str, log, rows=None) -> dict:
+    """`rows` (draft_labels=greedy): sequences to draw whole rows from instead of windows of `stream`."""
     embed, lm_head = target.model.embed_tokens, target.lm_head
     weights = dd.depth_weights(p.block, dd.default_gamma(p.block), torch.device(device))
     opt = torch.optim.AdamW(draft.parameters(), lr=p.draft_lr, betas=(0.9, 0.95), weight_decay=0.01)
@@ -209,12 +259,15 @@ def train_draft(draft, target, tap, stream, p: Preset, gen, device: str, log) ->
         if time.time() - t0 > p.draft_cap_s:
             break
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, p.draft_steps, p.draft_lr, p.warmup)
-        ids = windows(stream, p.draft_batch, p.seq, gen)
+            g["lr"] = lr_at(step, p.draft_steps, p.draft_lr, p.warmup, time_progress(p, t0, p.draft_cap_s))
+        if rows is None:
+            ids = windows(stream, p.draft_batch, p.seq, gen)
+        else:
+            ids = rows[torch.randint(0, rows.shape[0], (p.draft_batch,), generator=gen, device=rows.device)]
         feats, choices = features_and_choices(target, tap, ids)
         anchors = dd.sample_anchors(p.draft_batch, p.seq, p.block, p.draft_anchors, gen, ids.device)
         loss, acc = draft_loss(draft, embed, lm_head, feats, ids, anchors, p, weights, device,
-                               choices if p.draft_labels == "target" else None)
+                               None if p.draft_labels == "text" else choices)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
@@ -304,6 +357,33 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def load_texts(p: Preset, stdlib: Path | None) -> tuple[stdlib_corpus.Corpus, dict]:
+    """The training / held-out texts of `p.corpus`: the stdlib's files, for `mixed` with structured_corpus
+    documents added (their own seeds for train and held-out, so no document is in both) and the files
+    and documents shuffled together (a fixed seed: the tokenizer's sample and the prompts see both)."""
+    corpus = stdlib_corpus.load(stdlib, max_files=p.max_files, held_out_every=p.held_out_every)
+    if p.corpus == "stdlib":
+        return corpus, {"name": "stdlib"}
+    ratio = p.structured_share / (1 - p.structured_share)
+    extra = {name: structured_corpus.documents(seed, int(ratio * sum(map(len, texts))))
+             for name, seed, texts in (("train", 1, corpus.train), ("held_out", 2, corpus.held_out))}
+    mixed = {}
+    for name, texts in (("train", corpus.train), ("held_out", corpus.held_out)):
+        both = texts + extra[name]
+        random.Random(0).shuffle(both)
+        mixed[name] = both
+    info = {"name": "mixed", "structured_share": p.structured_share,
+            "structured_docs": {k: len(v) for k, v in extra.items()},
+            "structured_chars": {k: sum(map(len, v)) for k, v in extra.items()}}
+    return stdlib_corpus.Corpus(corpus.root, mixed["train"], mixed["held_out"]), info
+
+
+def bench_prompts(held: torch.Tensor, count: int, length: int) -> list[list[int]]:
+    """`count` evenly spaced held-out windows: the prompts bench_e2e.py serves this pair."""
+    step = (held.numel() - length) // count
+    return [held[i * step: i * step + length].tolist() for i in range(count)]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", type=Path)
@@ -318,8 +398,13 @@ def main() -> None:
     if not all(0 <= i < p.target_layers - 1 for i in p.target_layer_ids):
         # SGLang captures the output of layer i "before layer i + 1": the last layer's is never captured
         raise SystemExit(f"target_layer_ids {p.target_layer_ids} must lie in [0, {p.target_layers - 2}]")
-    if p.draft_labels not in ("text", "target"):
-        raise SystemExit(f"draft_labels must be 'text' or 'target', got {p.draft_labels!r}")
+    if p.draft_labels not in ("text", "target", "greedy"):
+        raise SystemExit(f"draft_labels must be 'text', 'target' or 'greedy', got {p.draft_labels!r}")
+    if p.schedule not in ("steps", "time"):
+        raise SystemExit(f"schedule must be 'steps' or 'time', got {p.schedule!r}")
+    if p.corpus not in ("stdlib", "mixed") or not 0 < p.structured_share < 1:
+        raise SystemExit(f"corpus must be 'stdlib' or 'mixed' with 0 < structured_share < 1, got {p.corpus!r}, "
+                         f"{p.structured_share}")
     if a.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda but torch sees no GPU")
     t_all = time.time()
@@ -337,7 +422,7 @@ def main() -> None:
     from safetensors.torch import save_file
     from transformers import Qwen3ForCausalLM
 
-    corpus = stdlib_corpus.load(a.stdlib, max_files=p.max_files, held_out_every=p.held_out_every)
+    corpus, corpus_info = load_texts(p, a.stdlib)
     tok = stdlib_corpus.train_tokenizer(corpus.train, p.vocab, p.tokenizer_chars)
     train_ids = torch.tensor(stdlib_corpus.encode(tok, corpus.train), dtype=torch.long, device=a.device)
     held_ids = torch.tensor(stdlib_corpus.encode(tok, corpus.held_out), dtype=torch.long, device=a.device)
@@ -362,12 +447,15 @@ def main() -> None:
     target.save_pretrained(str(tdir), safe_serialization=True)
     stdlib_corpus.save_tokenizer(tok, tdir)
 
+    rows, greedy_log = greedy_rows(target, train_ids, p, gen, log) if p.draft_labels == "greedy" else (None, None)
     tap = FeatureTap(target, p.target_layer_ids)
     torch.manual_seed(a.seed + 1)
     draft = dd.DFlashDraft(hidden=p.hidden, inter=p.inter, layers=p.draft_layers, heads=p.heads,
                            kv_heads=p.kv_heads, head_dim=p.head_dim, num_features=len(p.target_layer_ids),
                            eps=1e-6, theta=p.rope_theta).to(a.device)
-    draft_log = train_draft(draft, target, tap, train_ids, p, gen, a.device, log)
+    draft_log = train_draft(draft, target, tap, train_ids, p, gen, a.device, log, rows)
+    if greedy_log:
+        draft_log["greedy_data"] = greedy_log
     draft = draft.to(torch.bfloat16).eval()
     dcfg = qwen3_config(p, p.draft_layers, architectures=["DFlashDraftModel"], block_size=p.block,
                         num_target_layers=p.target_layers,
@@ -391,7 +479,7 @@ def main() -> None:
         "command": " ".join([Path(sys.executable).name] + sys.argv),
         "preset": a.preset, "seed": a.seed, "sizes": asdict(p),
         "torch": torch.__version__, "device": torch.cuda.get_device_name() if a.device == "cuda" else "cpu",
-        "python": sys.version.split()[0], "stdlib": str(corpus.root),
+        "python": sys.version.split()[0], "stdlib": str(corpus.root), "corpus": corpus_info,
         "files": {"train": len(corpus.train), "held_out": len(corpus.held_out)},
         "tokens": {"train": train_ids.numel(), "held_out": held_ids.numel()},
         "target": target_log, "draft": draft_log, "held_out_estimate": estimate,
@@ -401,6 +489,7 @@ def main() -> None:
         "sha256": {str(w.relative_to(out)): sha256(w) for w in weights},
         "seconds": round(time.time() - t_all, 1),
     }
+    (out / "prompts.json").write_text(json.dumps(bench_prompts(held_ids, 64, p.eval_prompt_len)))
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
     log(f"wrote {out} ({manifest['weight_bytes'] / 1e6:.1f} MB of weights)")
     if "error" in estimate:

@@ -201,7 +201,7 @@ def widen_draft(sd: dict[str, torch.Tensor], w: Widener) -> dict[str, torch.Tens
 
 
 def widen(pair: Path, out: Path, shape: Shape) -> Widener:
-    """Write the widened pair into `out` (target/, draft/, tokenizer files, manifest.json)."""
+    """Write the widened pair into `out` (target/, draft/, tokenizer files, manifest.json, prompts.json)."""
     from safetensors.torch import load_file, save_file
 
     tcfg = json.loads((pair / "target" / "config.json").read_text())
@@ -221,6 +221,8 @@ def widen(pair: Path, out: Path, shape: Shape) -> Widener:
         for f in (pair / name).iterdir():
             if f.name not in ("config.json", "model.safetensors") and f.is_file():
                 shutil.copy(f, d / f.name)
+    if (pair / "prompts.json").is_file():  # the pair's held-out prompts (train_pair.py), what the bench serves
+        shutil.copy(pair / "prompts.json", out / "prompts.json")
     manifest = json.loads((pair / "manifest.json").read_text())
     manifest["widened"] = {"from": str(pair), "shape": vars(shape), "head_dim": w.head_dim, "constant_dim": w.c,
                            "constant": w.k,

@@ -34,7 +34,7 @@ def cfg(name: str, algo: str, budget=None, phase="pair", **fake) -> dict:
 def bench(tmp_path: Path, cfgs: list[dict], deadline_s: float = 120.0):
     workers, failures = bench_e2e.start_all(cfgs, tmp_path, 30, lambda m: None, script=FAKE)
     args = Namespace(t0=time.time(), deadline_s=deadline_s, repeats=3, big_repeats=2, max_new=17, big_max_new=9,
-                     big_batches=list(bench_e2e.BIG_BATCHES))
+                     big_batches=list(bench_e2e.BIG_BATCHES), batches=list(bench_e2e.BATCHES))
     b = bench_e2e.Bench(args, workers, PROMPTS, lambda m: None)
     b.failures += failures
     return b
@@ -210,6 +210,27 @@ def test_goals_say_miss_and_not_measured() -> None:
     assert "batch 8" in lines[2] and "NOT MEASURED" in lines[2] and "NOT MEASURED" in lines[3]
 
 
+def test_issue_49_goals_read_dflash_acceptance_and_the_best_budget_at_batch_1() -> None:
+    def rec(config, algo, budget, rounds, seconds, rep, batch=1):
+        return {"phase": "pair", "config": config, "algo": algo, "budget": budget, "batch": batch, "temperature": 0.0,
+                "repeat": rep, "seconds": seconds, "tokens": [60], "verify_ct": [rounds]}
+
+    records = [rec("dflash", "DFLASH", None, 12, 1.0, r) for r in range(3)]  # 5 tokens per round
+    records += [rec("ddtree_b16", "DDTREE", 16, 10, 0.9, r) for r in range(3)]  # 1.11x
+    records += [rec("ddtree_b64", "DDTREE", 64, 8, 0.75, r) for r in range(3)]  # 1.33x
+    records += [rec("ddtree_b16", "DDTREE", 16, 10, 0.1, r, batch=4) for r in range(3)]  # not batch 1: no say
+    lines = bench_report.strong_pair_goals(bench_report.pair_rows(records))
+    assert lines[0] == "- DFLASH accepted tokens/round, batch 1, T=0: 5.00; goal >= 4.0: **PASS**"
+    assert lines[1] == "- DDTREE best budget vs DFLASH tokens/s, batch 1, T=0: budget 64 at 1.33x; goal >= 1.25: **PASS**"
+    slow = [dict(r, seconds=0.95) if r["config"] == "ddtree_b64" else dict(r, verify_ct=[20]) if r["algo"] == "DFLASH"
+            else r for r in records]
+    lines = bench_report.strong_pair_goals(bench_report.pair_rows(slow))
+    assert "3.00; goal >= 4.0: **MISS**" in lines[0] and "budget 16 at 1.11x; goal >= 1.25: **MISS**" in lines[1]
+    assert bench_report.strong_pair_goals([]) == [
+        "- DFLASH accepted tokens/round, batch 1, T=0: **NOT MEASURED**",
+        "- DDTREE best budget vs DFLASH tokens/s, batch 1, T=0: **NOT MEASURED**"]
+
+
 def test_big_round_time_subtracts_the_median_prefill() -> None:
     """One slow prefill sample (the 2.14 s one below) must not turn a round negative: each run's
     prefill is the median of that engine's prefill calls at that batch."""
@@ -276,6 +297,45 @@ def test_pair_budgets_and_kv_pool_are_chosen(tmp_path: Path) -> None:
     assert [c["name"] for c in cfgs] == ["plain", "dflash", "ddtree_b16", "ddtree_b32"]
     assert {c["engine"]["max_total_tokens"] for c in cfgs} == {16384}
     assert len(bench_e2e.pair_configs(tmp_path / "pair")) == 2 + len(bench_e2e.BUDGETS)
+
+
+def test_a_budget_group_without_plain_and_its_batches_size_the_engines(tmp_path: Path) -> None:
+    cfgs = bench_e2e.pair_configs(tmp_path / "pair", budgets=(64, 128), batches=(1, 4, 16), plain=False)
+    assert [c["name"] for c in cfgs] == ["dflash", "ddtree_b64", "ddtree_b128"]
+    assert {c["engine"]["cuda_graph_max_bs_decode"] for c in cfgs} == {16}
+    assert {c["engine"]["max_running_requests"] for c in cfgs} == {16}
+
+
+def test_prompts_come_from_the_pairs_own_held_out_windows(tmp_path: Path) -> None:
+    """train_pair.py's prompts.json (a mixed corpus's held-out text) wins over the stdlib windows where it
+    holds enough prompts of the asked length."""
+    (tmp_path / "prompts.json").write_text(json.dumps([[i] * 20 for i in range(70)]))
+    assert bench_e2e.prompts_from(tmp_path, 64, 16) == [[i] * 16 for i in range(64)]
+
+
+def test_main_benches_the_asked_batches_without_plain(tmp_path: Path, monkeypatch, capsys) -> None:
+    pair = tmp_path / "pair"
+    for sub in ("target", "draft"):
+        (pair / sub).mkdir(parents=True)
+        (pair / sub / "model.safetensors").write_text("x")
+    (pair / "prompts.json").write_text(json.dumps([[i + 2] * 8 for i in range(64)]))
+    (pair / "manifest.json").write_text(json.dumps({
+        "command": "train_pair.py", "seed": 0, "seconds": 1, "device": "cpu", "python": "3", "sizes": {
+            "target_layers": 8, "hidden": 256, "vocab": 4096, "draft_layers": 4, "block": 16,
+            "target_layer_ids": [1, 3, 5, 6]}, "params": {"target": 1e6, "draft": 1e5},
+        "target": {"steps_done": 1, "held_out_loss": 1.0}, "draft": {"steps_done": 1},
+        "files": {"train": 1}, "tokens": {"train": 1}, "held_out_estimate": {"error": "none computed"}}))
+    out = tmp_path / "out"
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(pair), "--out", str(out), "--work",
+                                      str(tmp_path / "work"), "--repeats", "2", "--max-new", "9", "--prompt-len", "8",
+                                      "--deadline-s", "60", "--worker", str(FAKE), "--phases", "pair0",
+                                      "--budgets", "64", "--batches", "1", "4", "--no-plain"])
+    with pytest.raises(SystemExit) as done:
+        bench_e2e.main()
+    assert done.value.code == 0, capsys.readouterr().out[-3000:]
+    records = json.loads((out / "results.json").read_text())["records"]
+    assert {(r["config"], r["batch"]) for r in records} == {(c, b) for c in ("dflash", "ddtree_b64") for b in (1, 4)}
+    assert len(records) == 2 * 2 * 2
 
 
 def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path) -> None:
@@ -584,3 +644,53 @@ esac
     with tarfile.open(out / "bench.tgz") as t:
         assert {"bench/benchmarks.md", "bench/ddtree_b16.log", "train.log", "widen.log"} <= set(t.getnames())
     assert not (out / "bench").exists()
+
+
+def _stand_ins(tmp_path: Path) -> tuple[dict, Path]:
+    """A stand-in bundle and python3 (logging its calls) for scripts/bench_widened.sh."""
+    rig, bin_dir = tmp_path / "rig", tmp_path / "bin"
+    (rig / "scripts").mkdir(parents=True)
+    (rig / "scripts" / "env.sh").write_text("return 0\n")
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.txt"
+    (bin_dir / "python3").write_text(f"""#!/bin/bash
+echo "$*" >> {calls}
+case "$1" in
+  scripts/train_pair.py) mkdir -p "$2" && echo '{{}}' > "$2/manifest.json" ;;
+  scripts/widen_pair.py) mkdir -p "$3" && echo '{{}}' > "$3/manifest.json" ;;
+  scripts/bench_e2e.py) shift; while [ "$1" != --out ]; do shift; done; mkdir -p "$2" && echo report > "$2/benchmarks.md" ;;
+esac
+""")
+    (bin_dir / "python3").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RIG": str(rig), "OUT": str(tmp_path / "out"),
+           "SITE": str(tmp_path / "site"), "HOME": str(tmp_path), "PAIR": str(tmp_path / "pair"),
+           "WIDE": str(tmp_path / "wide"), "WORK": str(tmp_path / "work")}
+    return env, calls
+
+
+def test_bench_widened_benches_budget_groups_beside_dflash_and_reuses_a_pair(tmp_path: Path) -> None:
+    """BUDGET_GROUPS: one bench_e2e run per group, plain in the first only, each reporting in bench/g<i>;
+    TRAIN_ARGS reach train_pair.py; REUSE=1 with a pair and a widened pair on hand trains nothing."""
+    import tarfile
+
+    env, calls = _stand_ins(tmp_path)
+    env.update(BUDGET_GROUPS="32;16 64", TRAIN_ARGS="--preset strong --set seed_note=1")
+    done = subprocess.run(["bash", str(REPO / "scripts" / "bench_widened.sh"), "--batches", "1", "4"], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = calls.read_text().splitlines()
+    assert lines[1].endswith("--set draft_cap_s=60 --preset strong --set seed_note=1")
+    benches = [x for x in lines if x.startswith("scripts/bench_e2e.py")]
+    assert len(benches) == 2
+    assert " --budgets 32 --repeats 3 " in benches[0] and "--no-plain" not in benches[0]
+    assert " --budgets 16 64 --repeats 3 " in benches[1] and benches[1].endswith("--no-plain --batches 1 4")
+    with tarfile.open(tmp_path / "out" / "bench.tgz") as t:
+        assert {"bench/g1/benchmarks.md", "bench/g2/benchmarks.md", "train.log", "widen.log"} <= set(t.getnames())
+
+    calls.unlink()
+    env.update(REUSE="1", BUDGET_GROUPS="128")
+    done = subprocess.run(["bash", str(REPO / "scripts" / "bench_widened.sh")], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = calls.read_text().splitlines()
+    assert [x.split()[0] for x in lines] == ["-m", "scripts/bench_e2e.py"] and " --budgets 128 " in lines[1]

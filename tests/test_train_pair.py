@@ -29,10 +29,10 @@ def venv(release_site) -> tuple[Path, Path]:
     return ensure_venv(VERSION, release_metadata(site, VERSION)), site
 
 
-def _train(python: Path, out: Path, seed: int) -> dict:
+def _train(python: Path, out: Path, seed: int, *options: str) -> dict:
     done = subprocess.run(
         [str(python), str(REPO / "scripts" / "train_pair.py"), str(out), "--preset", "tiny", "--device", "cpu",
-         "--seed", str(seed)],
+         "--seed", str(seed), *options],
         capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"},
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
@@ -110,6 +110,7 @@ def test_the_widened_pair_computes_what_the_pair_does(trained, widened) -> None:
         assert r["argmax_agree"] == 1.0 and r["new_token_margin_vs_top64"] < -100, r
         assert r["max_abs_diff"] < 1e-3 * max(1.0, r["logit_range"]), r
     assert (out / "target" / "tokenizer.json").read_bytes() == (trained[0] / "target" / "tokenizer.json").read_bytes()
+    assert (out / "prompts.json").read_bytes() == (trained[0] / "prompts.json").read_bytes()  # what the bench serves
     import sys
 
     sys.path.insert(0, str(REPO / "scripts"))
@@ -161,3 +162,76 @@ def test_preset_overrides_parse_as_the_field_type_and_refuse_unknown_fields() ->
     for bad, msg in (("nope=1", "FIELD one of"), ("draft_steps=x", "invalid literal"), ("draft_steps", "FIELD=VALUE")):
         with pytest.raises(SystemExit, match=msg):
             train_pair.with_overrides(train_pair.PRESETS["gpu"], [bad])
+
+
+@pytest.fixture(scope="module")
+def trained_strong(venv, tmp_path_factory) -> tuple[Path, dict]:
+    """The tiny preset with the `strong` preset's data options: the mixed corpus, a drafter on greedy rows."""
+    out = tmp_path_factory.mktemp("strong") / "seed0"
+    return out, _train(venv[0], out, 0, "--set", "corpus=mixed", "--set", "draft_labels=greedy")
+
+
+def test_mixed_corpus_and_greedy_rows_are_seeded_and_recorded(venv, trained_strong, tmp_path) -> None:
+    out, first = trained_strong
+    assert first["corpus"]["name"] == "mixed" and first["corpus"]["structured_docs"]["held_out"] > 0
+    assert first["draft"]["greedy_data"]["rows_done"] == first["sizes"]["greedy_rows"] == 8
+    prompts = json.loads((out / "prompts.json").read_text())
+    assert len(prompts) == 64 and {len(p) for p in prompts} == {first["sizes"]["eval_prompt_len"]}
+    again = _train(venv[0], tmp_path / "again", 0, "--set", "corpus=mixed", "--set", "draft_labels=greedy")
+    assert again["sha256"] == first["sha256"]
+    assert (tmp_path / "again" / "prompts.json").read_bytes() == (out / "prompts.json").read_bytes()
+    stdlib_only = _train(venv[0], tmp_path / "stdlib", 0, "--set", "draft_labels=greedy")["sha256"]
+    assert stdlib_only["target/model.safetensors"] != first["sha256"]["target/model.safetensors"]
+
+
+def test_greedy_rows_are_the_targets_own_greedy_continuations(venv, trained_strong) -> None:
+    """The KV-cached rows the drafter trains on equal plain greedy decoding by full recomputation."""
+    python, _ = venv
+    out, _ = trained_strong
+    probe = f"""
+import sys, torch
+sys.path.insert(0, {str(REPO / 'scripts')!r})
+import train_pair
+from transformers import Qwen3ForCausalLM
+p = train_pair.with_overrides(train_pair.PRESETS['tiny'], ['greedy_rows=3'])
+model = Qwen3ForCausalLM.from_pretrained({str(out / 'target')!r}).eval()
+stream = torch.randint(2, p.vocab, (500,), generator=torch.Generator().manual_seed(1))
+rows, log = train_pair.greedy_rows(model, stream, p, torch.Generator().manual_seed(2), print)
+ref = train_pair.greedy(model, rows[:, :p.eval_prompt_len], p.seq - p.eval_prompt_len)
+assert rows.shape == (3, p.seq) and log['rows_done'] == 3, (rows.shape, log)
+assert torch.equal(rows, ref), (rows, ref)
+print('OK')
+"""
+    done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONNOUSERSITE": "1"})
+    assert done.returncode == 0 and done.stdout.strip().endswith("OK"), done.stdout[-2000:] + done.stderr[-3000:]
+
+
+def test_structured_documents_are_seeded_and_repeat_their_choices() -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import structured_corpus
+
+    docs = structured_corpus.documents(1, 20_000)
+    assert docs == structured_corpus.documents(1, 20_000) and docs != structured_corpus.documents(2, 20_000)
+    assert sum(map(len, docs)) >= 20_000 and len({d.split()[0] for d in docs}) >= 4  # every kind in turn
+    table = docs[0].splitlines()
+    n = int(table[1].split()[0])
+    assert all(line.split()[-1] == str(n * int(line.split()[2])) for line in table[1:])
+
+
+def test_the_time_schedule_anneals_a_capped_phase_and_the_step_schedule_ignores_time() -> None:
+    import sys
+    import time
+
+    sys.path.insert(0, str(REPO / "scripts"))
+    import train_pair
+
+    peak = 2e-3
+    assert train_pair.lr_at(500, 4000, peak, 100, time_frac=1.0) == pytest.approx(0.1 * peak)  # the cap is the end
+    assert train_pair.lr_at(500, 4000, peak, 100, time_frac=0.5) == pytest.approx(0.55 * peak)
+    assert train_pair.lr_at(500, 4000, peak, 100) == pytest.approx(train_pair.lr_at(500, 4000, peak, 100, 0.01))
+    started = time.time() - 30
+    assert train_pair.time_progress(train_pair.PRESETS["gpu"], started, 60) == 0.0  # same bytes on every machine
+    assert train_pair.time_progress(train_pair.PRESETS["strong"], started, 60) == pytest.approx(0.5, abs=0.05)

@@ -29,7 +29,7 @@ Additions to the agreed contract (all keyword arguments with defaults, nothing r
 
 from .accept_walk import accept_walk
 from .commit import commit_slots, gather_accepted
-from .posterior import posterior_tokens
+from .node_posterior import posterior_tokens
 from .tree_build import DraftTree, build_tree
 from .tree_mask import build_tree_mask, pack_tree_mask, tree_positions
 from .vocab_topk import draft_topk

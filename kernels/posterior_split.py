@@ -495,7 +495,7 @@ def posterior_tokens_split(target_logits: torch.Tensor, temperature: torch.Tenso
                            start_maxnreg: int | None = START_MAXNREG) -> torch.Tensor:
     """Triton, every pass split over the row's blocks (module docstring); the same arguments and
     the same draws as `posterior.posterior_tokens_triton` and the reference
-    `posterior.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
+    `posterior_reference.posterior_tokens_torch`. `par_rounds` (check rounds before the per-row tail) only
     tunes the speed, as do `warps` (per program; default by block) and `blocks_per_program` (of the
     mass and check passes). `block` and `unit` (the top-k floor's unit; finer units, a tighter floor;
     the mass pass skips by spans of max(unit, SPAN) tokens) are the reference's: other values, other (equally exact) draws. `index_ties`: the tie

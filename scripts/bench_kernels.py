@@ -106,8 +106,9 @@ from kernels.head_topk import chunk_plan, head_topk_parts  # noqa: E402
 from kernels.commit import commit_slots_triton, move_slots_torch, move_slots_triton, move_word  # noqa: E402
 from kernels.path_penalties import (Penalties, TouchedLists, apply_path_penalties, path_adjust_torch,  # noqa: E402
                                     sparse_adjust_triton, path_tokens_torch, path_tokens_triton, touched_tokens)
-from kernels.posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,  # noqa: E402
-                               posterior_tokens_triton, uniform_torch)
+from kernels.posterior import (BLOCK, CUTS, POOL, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_triton,  # noqa: E402
+                               uniform_torch)
+from kernels.posterior_reference import posterior_tokens_torch  # noqa: E402
 from kernels.posterior_pool import pool_eligible_torch  # noqa: E402
 from kernels.posterior_split import posterior_tokens_split  # noqa: E402
 from kernels.slot_reorder import reorder_path_slots_triton  # noqa: E402

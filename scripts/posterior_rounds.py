@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import kernels.posterior as posterior  # noqa: E402
+import kernels.posterior_reference as posterior  # noqa: E402
 
 # (case, top_k, top_p) x knob settings (unit, top_k_cuts, top_p_cuts)
 CASES = (("top_k=50", 50, 1.0), ("top_k=2000", 2000, 1.0), ("top_p=0.9", -1, 0.9), ("top_p=0.5", -1, 0.5))

@@ -18,7 +18,8 @@ import torch
 from tests.kernels_env import DEVICES
 
 from kernels import accept_walk, build_tree, posterior_tokens
-from kernels.posterior import posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import posterior_tokens_triton
+from kernels.posterior_reference import posterior_tokens_torch
 
 VOCAB, DEPTH, BUDGET, EMIT = 5, 3, 6, 3
 GROUPS = [(1.0, 0, 1.0), (0.6, 3, 1.0), (1.3, -1, 0.7), (0.8, 2, 0.9)]  # (temperature, top_k, top_p)

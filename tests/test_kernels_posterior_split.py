@@ -17,9 +17,9 @@ import torch
 from tests.cuda_graph import capture_graph
 from tests.kernels_env import DEVICES, INTERPRETED
 
-from kernels.posterior import (CUTS, POOL, POOL_FLAT, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_torch,
-                               posterior_tokens_triton)
+from kernels.posterior import CUTS, POOL, POOL_FLAT, SPAN, TOP_K_CUTS, TOP_P_CUTS, UNIT, posterior_tokens_triton
 from kernels.posterior_pool import pool_eligible_torch, pool_floor_torch
+from kernels.posterior_reference import posterior_tokens_torch
 from kernels.posterior_split import posterior_tokens_split
 from tests.test_sampling_distribution import _check, _draw
 

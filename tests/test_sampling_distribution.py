@@ -29,7 +29,8 @@ import torch
 from tests.kernels_env import INTERPRETED
 
 from kernels.path_penalties import Penalties, apply_path_penalties
-from kernels.posterior import CUTS, POOL, POOL_FLAT, posterior_tokens_torch, posterior_tokens_triton
+from kernels.posterior import CUTS, POOL, POOL_FLAT, posterior_tokens_triton
+from kernels.posterior_reference import posterior_tokens_torch
 from kernels.posterior_pool import pool_eligible_torch, pool_floor_torch
 
 ALPHA = 1e-4

@@ -11,19 +11,22 @@ puts the target's continuation at rank 0, 1 or 2 per depth, so accepted paths le
 first-child chain. Sampled mode draws at T = 1 with a per-request seed; because DDTree keys its
 draws by (seed, position), its output must equal sequential sampling with the same sampler.
 
-usage: python drive_round_attn.py BUDGET:TOPK:MODE ...  (MODE greedy | sampled) -> one JSON line per case
+usage: python drive_round_attn.py BUDGET:TOPK:MODE ...  (MODE greedy | sampled | auto-greedy | auto-sampled)
+-> one JSON line per case. `auto-*`: `--speculative-ddtree-budget auto` with BUDGET the ladder's widest,
+each round's budget drawn at random from the ladder (any choice must give sequential decoding's output).
 """
 
 from __future__ import annotations
 
 import json
+import random
 import sys
 import types
 
 import torch
 
 from drive_round import BLOCK, BS, make_worker  # noqa: E402  (same folder, on sys.path)
-from sglang.srt.speculative.ddtree.kernels.posterior import posterior_tokens_torch
+from sglang.srt.speculative.ddtree.kernels.posterior_reference import posterior_tokens_torch
 
 V, ROUNDS, SEEDS = 61, 10, (11, 22, 33)
 PROMPT_LENS = (9, 17, 26)
@@ -131,10 +134,24 @@ def next_token(seq: list[int], b: int, sampled: bool) -> int:
                                       positions=torch.tensor([[len(seq) - 1]]))[0, 0])
 
 
+def choose_at_random(w, budget: int, topk: int) -> list[int]:
+    """The worker runs `auto` with ladder 7 .. `budget`, its chooser replaced by seeded random draws;
+    returns the list the chosen budgets are appended to."""
+    from sglang.srt.speculative.ddtree.auto_budget import AutoBudget
+    from sglang.srt.speculative.ddtree.budget_ladder import build_ladder
+
+    w._auto_budget = AutoBudget.for_worker(build_ladder(BLOCK, topk, budget, 2047), BLOCK, "cpu", graphs=False,
+                                           token_cap=None)
+    budgets, rng, chosen = w._auto_budget.ladder.budgets, random.Random(3), []
+    w._auto_budget.chooser.choose = lambda bs: chosen.append(rng.choice(budgets)) or chosen[-1]
+    return chosen
+
+
 def main(budget: int, topk: int, mode: str) -> None:
     torch.get_device_module = lambda device: types.SimpleNamespace(current_stream=lambda: None)
-    sampled = mode == "sampled"
+    sampled = mode.endswith("sampled")
     w = make_attending_worker(budget, topk, sampled)
+    chosen = choose_at_random(w, budget, topk) if mode.startswith("auto-") else []
     req_to_token = w.model_runner.req_to_token_pool.req_to_token
     gen = torch.Generator().manual_seed(7)
     prompts = [torch.randint(0, V, (p,), generator=gen).tolist() for p in PROMPT_LENS]
@@ -172,6 +189,7 @@ def main(budget: int, topk: int, mode: str) -> None:
         reference.append(seq)
     print(json.dumps({"budget": budget, "topk": topk, "mode": mode, "equal_to_sequential": w.seqs == reference,
                       "draft_commit_ok": bool(draft_ok), "rounds_with_off_chain_paths": off_chain,
+                      "budgets_chosen": chosen,
                       "tokens_per_round": sum(len(s) - len(p) - 1 for s, p in zip(w.seqs, prompts)) / (BS * ROUNDS)}))
 
 

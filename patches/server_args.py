@@ -11,12 +11,16 @@ Widths written back:
   `speculative_dflash_block_size` = the drafter's block and `speculative_num_draft_tokens` = the
   target's verify width budget + 1. Otherwise DFlash's own widths stand, so with the default
   budget (block - 1) DDTREE resolves exactly like DFLASH.
+- `--speculative-ddtree-budget auto` stays `"auto"`; its widths are those of the widest budget of
+  its ladder (`budget_ladder.build_ladder`), so the scheduler reserves KV and the target captures its
+  verify graphs for the widest round, and the worker picks each round's budget from the ladder.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from .budget_ladder import AUTO, build_ladder, is_auto, max_budget_setting
 from .capabilities import FASTEST_TREE_BACKEND, TREE_MASK_ATTENTION_BACKENDS, capability
 
 # Limits of the tree build (kernels/tree_build.py MAX_BUDGET / MAX_DEPTH: a node is packed into
@@ -56,7 +60,8 @@ def validate_ddtree_server_args(server_args: Any) -> None:
     check_hybrid_target(server_args)
     check_parallelism_and_window(view)
     check_absent_features(view)
-    fields = {"speculative_ddtree_budget": budget, "speculative_ddtree_topk": topk}
+    auto = is_auto(view.speculative_ddtree_budget)
+    fields = {"speculative_ddtree_budget": AUTO if auto else budget, "speculative_ddtree_topk": topk}
     if budget + 1 > block:  # otherwise DFlash's own widths stand, unchanged
         fields.update(speculative_dflash_block_size=block, speculative_num_draft_tokens=budget + 1)
     _declare(server_args, fields)
@@ -85,14 +90,23 @@ def draft_block_size(server_args: Any) -> int:
 
 
 def resolve_budget_and_topk(server_args: Any, block: int) -> tuple[int, int]:
-    """(budget, topk) with defaults budget = block - 1, topk = budget; checked against the draft."""
-    budget = server_args.speculative_ddtree_budget
-    budget = block - 1 if budget is None else int(budget)
-    if not 0 <= budget <= MAX_BUDGET:
-        raise DDTreeArgumentError(
-            f"--speculative-ddtree-budget must be between 0 and {MAX_BUDGET}, got {budget}."
-        )
+    """(budget, topk) with defaults budget = block - 1, topk = budget; checked against the draft.
+
+    For `auto` the budget is the widest of its ladder (what the widths are sized for)."""
+    raw = server_args.speculative_ddtree_budget
     topk = server_args.speculative_ddtree_topk
+    if is_auto(raw):
+        if block - 1 < 1:
+            raise DDTreeArgumentError(
+                f"--speculative-ddtree-budget auto needs a draft block of at least 2 tokens (got {block})."
+            )
+        try:
+            cap = max_budget_setting()
+        except ValueError as exc:
+            raise DDTreeArgumentError(f"--speculative-ddtree-budget auto: {exc}") from None
+        budget = build_ladder(block, None if topk is None else int(topk), cap, MAX_BUDGET).widest
+    else:
+        budget = _integer_budget(raw, block)
     topk = budget if topk is None else int(topk)
     if budget == 0:
         if topk != 0:
@@ -117,6 +131,21 @@ def resolve_budget_and_topk(server_args: Any, block: int) -> tuple[int, int]:
             f"that topk {topk} allows over {depth} draft positions; raise the topk or lower the budget."
         )
     return budget, topk
+
+
+def _integer_budget(raw: Any, block: int) -> int:
+    """An integer budget (the CLI hands it over as text, the Python API as an int); default block - 1."""
+    if raw is None:
+        return block - 1
+    try:
+        budget = int(raw)
+    except (TypeError, ValueError):
+        budget = None
+    if budget is None or not 0 <= budget <= MAX_BUDGET:
+        raise DDTreeArgumentError(
+            f"--speculative-ddtree-budget must be between 0 and {MAX_BUDGET}, or auto, got {raw!r}."
+        )
+    return budget
 
 
 def _resolved(server_args: Any) -> Any:

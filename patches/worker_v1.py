@@ -44,6 +44,7 @@ import torch
 
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.ddtree.auto_budget import auto_ladder
 from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
 from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
@@ -187,8 +188,10 @@ class DDTreeWorkerV1(DFlashWorker):
         block = int(server_args.speculative_dflash_block_size or server_args.speculative_num_draft_tokens)
         super().__init__(draft_server_args(server_args, block), *args, **kwargs)
         _check_target_graphs(self.target_worker.model_runner)
-        self.budget = int(server_args.speculative_ddtree_budget)
         self.topk = int(server_args.speculative_ddtree_topk)
+        ladder = auto_ladder(server_args.speculative_ddtree_budget, block, self.topk)  # None unless `auto`
+        # `auto` here: every round the ladder's widest budget (the per-round choice is the spec-v2 worker's).
+        self.budget = ladder.widest if ladder else int(server_args.speculative_ddtree_budget)
         self.tree_size = self.budget + 1
         self.verify_width = int(server_args.speculative_num_draft_tokens)
         # Longest accepted run per round (root + one node per draft depth).
@@ -209,6 +212,9 @@ class DDTreeWorkerV1(DFlashWorker):
                 "DDTREE worker (v1): budget=%d topk=%d draft block=%d verify width=%d",
                 self.budget, self.topk, self.block_size, self.verify_width,
             )
+            if ladder:  # once, at warning level like the spec-v2 worker's ladder line
+                logger.warning("DDTREE auto budget ladder: %d (the v1 DFlash worker of SGLang 0.5.11-0.5.13 "
+                               "verifies the widest budget every round; 0.5.14+ chooses per round)", self.budget)
 
     def _greedy_sample_from_vocab_parallel_head(
         self, *, hidden_states: torch.Tensor, lm_head: Any, chunk_size: int = 256

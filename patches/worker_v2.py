@@ -58,6 +58,7 @@ from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.managers.scheduler import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.server_args import ServerArgs
+from sglang.srt.speculative.ddtree.auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
 from sglang.srt.speculative.ddtree.contract import release_takes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
 from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
@@ -71,7 +72,7 @@ from sglang.srt.speculative.ddtree.tree_round import (
     path_features,
 )
 from sglang.srt.speculative.ddtree.tree_stage import TreeStage
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix
+from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
@@ -154,8 +155,10 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         width = int(resolved.speculative_num_draft_tokens)
         with published_width(block):
             super().__init__(server_args if width == block else draft_server_args(server_args, block), *args, **kwargs)
-        self.budget = int(resolved.speculative_ddtree_budget)
         self.topk = int(resolved.speculative_ddtree_topk)
+        ladder = auto_ladder(resolved.speculative_ddtree_budget, block, self.topk)  # None unless `auto`
+        # `auto`: every round builds the tree at the ladder's widest budget and verifies a prefix of it.
+        self.budget = ladder.widest if ladder else int(resolved.speculative_ddtree_budget)
         self.tree_size = self.budget + 1
         self.verify_width = width
         # Longest accepted run per round (root + one node per draft depth): the output stride.
@@ -178,6 +181,10 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             TableFence(fence_slot, self.device) if overlap and self._kv_commit_mode == "reorder" else None
         )
         self._tree_stage_instance: TreeStage | None = None
+        self._auto_budget = AutoBudget.for_worker(
+            ladder, block, self.device, graphs=not getattr(resolved, "disable_cuda_graph", False),
+            token_cap=getattr(resolved, "chunked_prefill_size", None),
+        ) if ladder else None
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
             self.budget, self.topk, self.block_size, self.verify_width,
@@ -236,21 +243,29 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         prefix_lens = batch.seq_lens
         bound_cpu = self._prefix_lens_bound_cpu(batch, draft_input)
 
+        # The round's budget (`auto`: chosen from finished rounds; the tree is built at the widest).
+        budget = self._auto_budget.choose(bs) if self._auto_budget else self.budget
+        tree_size = budget + 1
+        width = self._auto_budget.width(budget) if self._auto_budget else self.verify_width
         staged = self._tree_stage()(self._draft_features(batch, draft_input, bound_cpu))
-        nodes_first_child, nodes_next_sibling = staged.tree.first_child, staged.tree.next_sibling
-        tree = staged.padded
+        round_tree, tree = staged.tree, staged.padded
+        if tree_size != self.tree_size:  # a prefix of the widest tree: the best tree of this budget
+            round_tree = prefix_tree(staged.tree, tree_size)
+            tree = pad_tree(round_tree, width)
+        nodes_first_child, nodes_next_sibling = round_tree.first_child, round_tree.next_sibling
         seed = self._seed_tokens(draft_input)
         attn_backend = self.target_worker.model_runner.attn_backend
         verify_input = DDTreeVerifyInput.from_tree(
             tree, seed, prefix_lens, int(bound_cpu.sum()), prefix_ones=mask_reads_prefix(attn_backend),
             mask_buffer=graph_mask_buffer(attn_backend),
         )
-        cache_loc_2d = self._request_slots(batch, prefix_lens, self.verify_width)
-        logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
+        cache_loc_2d = self._request_slots(batch, prefix_lens, width)
+        with verify_width(attn_backend, width):
+            logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
 
-        node_logits = logits_output.next_token_logits.view(bs, self.verify_width, -1)[:, : self.tree_size]
-        node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed)
-        tree_tokens = tree.tokens[:, : self.tree_size]
+        node_logits = logits_output.next_token_logits.view(bs, width, -1)[:, :tree_size]
+        node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed, tree_size)
+        tree_tokens = tree.tokens[:, :tree_size]
         accepted_idx, accept_len, bonus = accept_walk(
             tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
         )
@@ -277,11 +292,14 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         if on_publish is not None:
             on_publish(new_seq_lens)
 
-        path_slots = self._commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d)
+        path_slots = self._commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d, tree_size)
         if self._table_fence is not None:  # right after the table's rewrite: the draft-KV write is no hazard
             self._table_fence.after_write(self)
-        self._commit_draft_kv(logits_output.hidden_states, accepted_idx, commit_lens, path_slots, prefix_lens)
+        self._commit_draft_kv(logits_output.hidden_states, accepted_idx, commit_lens, path_slots, prefix_lens,
+                              width, tree_size)
         logits_output.hidden_states = None
+        if self._auto_budget:  # after the round's last work: its time, its tree's gains, its acceptance
+            self._auto_budget.finish(bs, budget, staged.tree, accept_len)
 
         return GenerationBatchResult(
             logits_output=logits_output,
@@ -403,10 +421,11 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             self._node_sampler_instance = NodeSampler(pool_size, self.device)
         return self._node_sampler_instance
 
-    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens) -> tuple[torch.Tensor, torch.Tensor]:
-        """Target token at every tree node with SGLang's sampling semantics (patches/node_sampling.py),
-        and the logits it was drawn from: (adjusted node logits [bs, n, V], tokens [bs, n])."""
-        n, sampler = self.tree_size, self._node_sampler()
+    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens, n) -> tuple[torch.Tensor, torch.Tensor]:
+        """Target token at every tree node (the first `n`) with SGLang's sampling semantics
+        (patches/node_sampling.py), and the logits it was drawn from: (adjusted node logits [bs, n, V],
+        tokens [bs, n])."""
+        sampler = self._node_sampler()
         tokens, parent = tree.tokens[:, :n], tree.parent[:, :n]
         positions = prefix_lens.to(torch.int64)[:, None] + tree.depth[:, :n]
         adjusted = sampler.adjust(node_logits, batch, tokens, parent, self.max_commit - 1, root_tokens,
@@ -414,20 +433,20 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         return adjusted, sampler.draw(adjusted, batch, tokens, parent, positions, self._sample_generator,
                                       self._sampling_backend)
 
-    def _commit_target_kv(self, batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d) -> torch.Tensor:
+    def _commit_target_kv(self, batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d, tree_size) -> torch.Tensor:
         """The accepted nodes' target KV at their path positions (moved, or their slots reordered into
         `req_to_token`: patches/kv_commit.py); returns the path positions' slots [bs, L]."""
         if self._kv_commit is None:
             pool = self.target_worker.model_runner.token_to_kv_pool_allocator.get_kvcache()
             self._kv_commit = KVCommit(pool, self._kv_commit_mode)
         slots = self._kv_commit(self.model_runner.req_to_token_pool.req_to_token, batch.req_pool_indices,
-                                prefix_lens, accepted_idx, accept_len, cache_loc_2d, self.tree_size)
+                                prefix_lens, accepted_idx, accept_len, cache_loc_2d, tree_size)
         return slots[:, : accepted_idx.shape[1]].contiguous()
 
-    def _commit_draft_kv(self, hidden, accepted_idx, commit_lens, path_slots, prefix_lens) -> None:
+    def _commit_draft_kv(self, hidden, accepted_idx, commit_lens, path_slots, prefix_lens, width, tree_size) -> None:
         """Draft context for the committed positions from the accepted nodes' target features."""
         bs, path_len = accepted_idx.shape
-        path_hidden = path_features(hidden, accepted_idx, self.verify_width, self.tree_size)
+        path_hidden = path_features(hidden, accepted_idx, width, tree_size)
         positions = prefix_lens.to(torch.int64)[:, None] + self._width_offsets[:path_len]
         self._append_target_hidden_to_draft_kv_by_loc(
             target_hidden=path_hidden.reshape(bs * path_len, -1),

@@ -6,7 +6,8 @@
 #   (make_oracle_models.py), run the engine matrix (suite base: plain / DFLASH / DDTREE budgets
 #   1, 8, 32 x target_struct, target_rand x CUDA graphs off/on, a sampled run, round timing; suite
 #   offchain: plain / DFLASH / DDTREE budgets 4..64 x CUDA graphs off/on on the off-chain oracle,
-#   judged against its analytic acceptance) and print the summary tables. Logs and results in $OUT.
+#   judged against its analytic acceptance; with --auto-budget also --speculative-ddtree-budget auto
+#   rows) and print the summary tables. Logs and results in $OUT.
 # usage: RIG=/path/to/.gpurig bash scripts/gpu_check.sh [gpu_matrix.py options, e.g. --suite offchain]
 set -uo pipefail
 t0=$(date +%s)

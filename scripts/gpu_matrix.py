@@ -2,7 +2,7 @@
 
 usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
                             [--tp-size N] [--page-size N] [--attention-backend triton|flashinfer]
-                            [--kv-commit move|reorder|reorder-overlap] [--mask-in-place]
+                            [--kv-commit move|reorder|reorder-overlap] [--mask-in-place] [--auto-budget]
 
 Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
 `offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
@@ -51,11 +51,20 @@ EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 # req_to_token (patches/kv_commit.py).
 REORDER_LOG = "DDTREE KV commit: reorder"
 MASK_IN_PLACE_LOG = "DDTREE verify mask: built in place"  # patches/tree_verify.py's MASK_LOG begins so
+# `--speculative-ddtree-budget auto` (patches/auto_budget.py): the ladder line every such engine logs
+# once, with CUDA graphs the reason the other widths are left out, and without them the periodic line
+# of the budgets chosen (every AUTO_LOG_EVERY rounds, at warning level when the interval is set).
+AUTO_LADDER_LOG = "DDTREE auto budget ladder: "
+AUTO_GRAPHED_LOG = "no target verify graph at its width"
+AUTO_CHOSEN_LOG = "DDTREE auto budget: batch<="
+AUTO_LOG_EVERY = 4
+AUTO_BESIDE = ("ddtree_b8_struct_eager", "ddtree_b8_struct_cg", "ddtree_b8_rand_eager", "ddtree_b8_rand_cg",
+               "ddtree_b64_offchain_cg")  # the rows the `auto` rows copy (the engine, prompts, judging)
 
 
 def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int = 1,
             attention_backend: str = "triton", eager_stage: bool = False, kv_commit: str = "move",
-            mask_in_place: bool = False) -> list[dict]:
+            mask_in_place: bool = False, auto_budget: bool = False) -> list[dict]:
     """Every engine of the suites; with `tp_size` > 1, `page_size` > 1 or another attention backend, all
     of them (plain references included) run with that setting, so DDTREE is compared with plain decoding on the
     same sharding (the tiny models' 4 heads, 2 KV heads and 512-token vocabulary split over 2 ranks)
@@ -64,9 +73,12 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
     needs no fence), DDTREE engines with DDTREE_KV_COMMIT=reorder and required to log that they ran it;
     `"reorder-overlap"`: the same under the overlap scheduler (the fenced commit, 0.5.15+).
     `mask_in_place`: DDTREE engines with DDTREE_MASK_IN_PLACE=1; those with CUDA graphs (the only ones
-    that have the buffer) must log that they used it."""
+    that have the buffer) must log that they used it. `auto_budget`: also the `auto` rows
+    (`auto_configs`)."""
     out = (base_configs(eager_stage) if "base" in suites else []) + \
         (offchain_configs() if "offchain" in suites else [])
+    if auto_budget:
+        out += auto_configs(out, _spec_v2_worker())
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
     if attention_backend != "triton":
         extra["attention_backend"] = attention_backend
@@ -92,6 +104,18 @@ def _ddtree_switch(cfgs: list[dict], name: str, value: str, log: str, only_graph
             for c in cfgs]
 
 
+def _spec_v2_worker() -> bool:
+    """Whether the installed SGLang runs DDTree's spec-v2 worker (0.5.14+), which chooses `auto`'s
+    budget per round; True where no SGLang is installed (planning on another machine)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        release = version("sglang")
+    except PackageNotFoundError:
+        return True
+    return tuple(int(p) for p in release.split(".")[:3] if p.isdigit()) >= (0, 5, 14)
+
+
 def with_own_ports(cfg: dict, index: int) -> dict:
     """Fixed, distinct HTTP and NCCL ports per engine, below the ephemeral range: engines started in
     parallel otherwise race for the free port SGLang picks (seen: EADDRINUSE at the NCCL rendezvous)."""
@@ -109,6 +133,31 @@ def offchain_configs() -> list[dict]:
         out.append(dict(base, name=f"dflash_{tag}", algo="DFLASH", draft=draft, cuda_graph=cg))
         for b in OFFCHAIN["budgets"]:
             out.append(dict(base, name=f"ddtree_b{b}_{tag}", algo="DDTREE", draft=draft, budget=b, cuda_graph=cg))
+    return out
+
+
+def auto_configs(cfgs: list[dict], chooses_per_round: bool = True) -> list[dict]:
+    """`--speculative-ddtree-budget auto` beside each suite's DDTREE rows: on both tiny targets eager
+    (every round chooses a budget of the ladder; the periodic line must show rounds chosen) and with
+    CUDA graphs (the captured width's budget only, the log must say why), judged against plain like
+    every row; on the off-chain oracle with CUDA graphs, where every round verifies the ladder's widest
+    budget (64), so its acceptance is judged against budget 64's analytic value. The eager off-chain
+    row has no analytic value (its budgets vary by round), so it is not run. `chooses_per_round=False`
+    (the v1 worker, SGLang 0.5.11-0.5.13: every round the widest budget): only the ladder line is required."""
+    out = []
+    for cfg in cfgs:
+        name = cfg["name"]
+        if name not in AUTO_BESIDE:
+            continue
+        cg = bool(cfg.get("cuda_graph"))
+        auto = {k: v for k, v in cfg.items() if k != "bench"}
+        per_round = [AUTO_GRAPHED_LOG if cg else AUTO_CHOSEN_LOG] if chooses_per_round else []
+        auto.update(name=name.replace("_b8_", "_auto_").replace("_b64_", "_auto_"), budget="auto",
+                    env={**cfg.get("env", {}), "DDTREE_AUTO_LOG_EVERY": str(AUTO_LOG_EVERY)},
+                    log_must=[*cfg.get("log_must", []), AUTO_LADDER_LOG, *per_round])
+        if cfg.get("suite") == "offchain":
+            auto["analytic_budget"] = 64  # offchain_judge: the budget every round of this row verifies
+        out.append(auto)
     return out
 
 
@@ -345,6 +394,8 @@ def main() -> int:
     ap.add_argument("--mask-in-place", action="store_true",
                     help="DDTREE engines build the verify mask in the attention backend's graph buffer "
                          "(DDTREE_MASK_IN_PLACE=1); those with CUDA graphs must log it")
+    ap.add_argument("--auto-budget", action="store_true",
+                    help="also the --speculative-ddtree-budget auto rows (eager and CUDA graphs, both suites)")
     ap.add_argument("--eager-stage", action="store_true",
                     help=f"also time {EAGER_STAGE}: the timed DDTREE with its tree stage launched kernel by kernel")
     a = ap.parse_args()
@@ -352,7 +403,7 @@ def main() -> int:
     for sub in ("configs", "results", "logs"):
         (a.out_dir / sub).mkdir(parents=True, exist_ok=True)
     cfgs = configs(SUITES if a.suite == "all" else (a.suite,), a.tp_size, a.page_size, a.attention_backend,
-                   a.eager_stage, a.kv_commit, a.mask_in_place)
+                   a.eager_stage, a.kv_commit, a.mask_in_place, a.auto_budget)
     if a.only:
         models = {c["model"] for c in cfgs if c["name"] in a.only}
         cfgs = [c for c in cfgs if c["name"] in a.only

@@ -40,7 +40,8 @@ def expectations(cfgs: list[dict]) -> dict[str, dict]:
     out = {}
     for cfg in cfgs:
         if cfg["algo"] in ("DFLASH", "DDTREE"):
-            out[cfg["name"]] = expected_acceptance(cfg["prompts"], cfg["max_new"], cfg["algo"], cfg.get("budget"))
+            budget = cfg.get("analytic_budget", cfg.get("budget"))  # an `auto` row: the budget its rounds verify
+            out[cfg["name"]] = expected_acceptance(cfg["prompts"], cfg["max_new"], cfg["algo"], budget)
     return out
 
 

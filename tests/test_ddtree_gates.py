@@ -218,3 +218,41 @@ def test_limits_match_the_tree_build():
 def test_block_verification_is_refused():
     with pytest.raises(DDTreeArgumentError, match="--speculative-use-block-verification"):
         validate_ddtree_server_args(make_args(speculative_use_block_verification=True))
+
+
+def test_auto_is_sized_for_the_widest_budget_of_its_ladder(monkeypatch):
+    """`auto` stays "auto" (the worker chooses per round); topk, the block and the verify width are the
+    widest ladder budget's (64 by default, DDTREE_AUTO_MAX_BUDGET otherwise), so the scheduler reserves
+    KV and the target captures its verify graphs for the widest round. Idempotent."""
+    monkeypatch.delenv("DDTREE_AUTO_MAX_BUDGET", raising=False)
+    args = make_args(speculative_ddtree_budget="auto")
+    validate_ddtree_server_args(args)
+    assert widths(args) == ("auto", 64, 8, 65)
+    validate_ddtree_server_args(args)
+    assert widths(args) == ("auto", 64, 8, 65)
+    monkeypatch.setenv("DDTREE_AUTO_MAX_BUDGET", "16")
+    args = make_args(speculative_ddtree_budget="AUTO", speculative_ddtree_topk=4)
+    validate_ddtree_server_args(args)
+    assert widths(args) == ("auto", 4, 8, 17)
+    monkeypatch.setenv("DDTREE_AUTO_MAX_BUDGET", "many")
+    with pytest.raises(DDTreeArgumentError, match="auto: DDTREE_AUTO_MAX_BUDGET must be a positive integer"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget="auto"))
+
+
+def test_auto_within_the_block_keeps_dflash_s_widths(monkeypatch):
+    """A cap at or below block - 1: the ladder is the block's budget alone, DFlash's widths stand."""
+    monkeypatch.setenv("DDTREE_AUTO_MAX_BUDGET", "4")
+    args = make_args(speculative_ddtree_budget="auto")
+    validate_ddtree_server_args(args)
+    assert widths(args) == ("auto", 7, None, 8)
+
+
+def test_the_budget_arrives_as_text_from_the_cli():
+    """The flag is a string (for `auto`): "32" resolves as 32 did; other text is refused in one line."""
+    args = make_args(speculative_ddtree_budget="32")
+    validate_ddtree_server_args(args)
+    assert widths(args) == (32, 32, 8, 33)
+    with pytest.raises(DDTreeArgumentError, match=r"between 0 and 2047, or auto, got 'wide'"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget="wide"))
+    with pytest.raises(DDTreeArgumentError, match="auto needs a draft block of at least 2 tokens"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget="auto", speculative_num_draft_tokens=1))

@@ -24,7 +24,7 @@ from tests.round_harness.stubs import make_stub_site  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CASES = [(0, 0, "greedy"), (3, 3, "greedy"), (7, 7, "greedy"), (12, 3, "greedy"), (32, 32, "greedy"),
-         (7, 7, "sampled"), (32, 32, "sampled")]
+         (7, 7, "sampled"), (32, 32, "sampled"), (32, 32, "auto-greedy"), (32, 32, "auto-sampled")]
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +48,14 @@ def test_round_through_an_attending_target_equals_sequential_decoding(results, c
     elif budget >= 3:
         assert got["rounds_with_off_chain_paths"] > 0, got  # the commit really moved KV
         assert got["tokens_per_round"] > 1.0, got
+
+
+@pytest.mark.parametrize("mode", ["auto-greedy", "auto-sampled"])
+def test_auto_budgets_drawn_at_random_keep_decoding_exact(results, mode):
+    """`--speculative-ddtree-budget auto` with its chooser replaced by random draws from the ladder
+    (7, 8, 16, 32): each round verifies that prefix of the budget-32 tree through the attending target,
+    and greedy output, and seeded sampled output at T = 1, equal sequential decoding."""
+    got = results[(32, 32, mode)]
+    assert got["equal_to_sequential"] and got["draft_commit_ok"], got
+    assert len(set(got["budgets_chosen"])) == 4 and len(got["budgets_chosen"]) == 10, got
+    assert got["rounds_with_off_chain_paths"] > 0 and got["tokens_per_round"] > 1.0, got

@@ -40,7 +40,8 @@ def results(request, tmp_path_factory) -> dict:
     version = request.param
     site, python = patched_release(version, tmp_path_factory.mktemp(f"v1round-{version}"))
     env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
-    cases = [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "graph:8", "penalized:8", "penalized-sampled:8", "custom-processor", "refusal"]
+    cases = [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "graph:8", "penalized:8", "penalized-sampled:8",
+             "custom-processor", "refusal", "auto"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -138,3 +139,12 @@ def test_sampling_ddtree_cannot_reproduce_is_refused_before_the_round(results):
 
 def test_flashinfer_graphs_without_the_mask_are_refused(results):
     assert "captured without the tree mask" in results["refusal"]["refusal"]
+
+
+def test_auto_runs_the_widest_budget_of_its_ladder(results):
+    """`--speculative-ddtree-budget auto` on the v1 worker: resolved from the release's own CLI to the
+    widths of the ladder's widest budget (64 -> 65 over the 8-token drafter), every round verifies that
+    budget (the per-round choice is the spec-v2 worker's), and the output is greedy decoding's."""
+    r = results["auto"]
+    assert r["worker"] == "DDTreeWorkerV1" and r["verify_width"] == [65] and r["widths"][:2] == [65, 8], r
+    assert r["equal_to_greedy"] and r["commit_ok"] and r["tokens_per_round"] > 1.0, r

@@ -9,8 +9,16 @@ from ddtree_patch import tokens as tk
 from ddtree_patch.rules.base import Context, Rule, Token
 from ddtree_patch.rules.server_arg_field import FIELDS
 
-_INT_FLAG = '{parser}.add_argument(\n    "{flag}",\n    type=int,\n    default={default},\n    help="{help}",\n)\n'
+_TYPED_FLAG = '{parser}.add_argument(\n    "{flag}",\n    type={type},\n    default={default},\n    help="{help}",\n)\n'
 _BOOL_FLAG = '{parser}.add_argument(\n    "{flag}",\n    action="store_true",\n    help="{help}",\n)\n'
+_ARGPARSE_TYPES = {"Optional[int]": "int", "Optional[str]": "str"}  # FIELDS' types -> argparse's type=
+
+
+def _declaration(parser: str, field: str, type_: str, default: str, help_: str) -> str:
+    if type_ == "bool":
+        return _BOOL_FLAG.format(parser=parser, flag=_flag(field), help=help_)
+    return _TYPED_FLAG.format(parser=parser, flag=_flag(field), type=_ARGPARSE_TYPES[type_], default=default,
+                              help=help_)
 
 
 def _flag(field: str) -> str:
@@ -27,8 +35,7 @@ class ArgparseFlag(Rule):
             + "".join(
                 ("    " + line if line else "") + "\n"
                 for field, type_, default, help_ in FIELDS
-                for line in (_BOOL_FLAG if type_ == "bool" else _INT_FLAG)
-                .format(parser="parser", flag=_flag(field), default=default, help=help_).splitlines()
+                for line in _declaration("parser", field, type_, default, help_).splitlines()
             ),
         ),
     ]
@@ -58,9 +65,5 @@ class ArgparseFlag(Rule):
 
     def rewrite(self, original, updated, ctx):
         parser = ctx.code(original.body[0].value.func.value)
-        flags = [
-            ctx.statement((_BOOL_FLAG if type_ == "bool" else _INT_FLAG).format(
-                parser=parser, flag=_flag(field), default=default, help=help_))
-            for field, type_, default, help_ in FIELDS
-        ]
+        flags = [ctx.statement(_declaration(parser, *spec)) for spec in FIELDS]
         return cst.FlattenSentinel([updated, *flags])

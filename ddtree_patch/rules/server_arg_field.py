@@ -14,8 +14,9 @@ from ddtree_patch.rules.base import Context, Rule, Token
 
 # (field, type, default, help): the single description of DDTree's flags, shared with argparse.
 FIELDS = (
-    ("speculative_ddtree_budget", "Optional[int]", "None",
-     "DDTREE only. Draft-tree budget: candidate nodes verified per round (verify width budget + 1). "
+    ("speculative_ddtree_budget", "Optional[str]", "None",
+     "DDTREE only. Draft-tree budget: candidate nodes verified per round (verify width budget + 1), "
+     "or auto: each round picks the budget from a ladder by measured cost and predicted acceptance. "
      "Default: the DFlash block size - 1."),
     ("speculative_ddtree_topk", "Optional[int]", "None",
      "DDTREE only. Cap on candidate tokens per tree depth. Default: the budget."),
@@ -40,7 +41,7 @@ class ServerArgField(Rule):
         (
             "class ServerArgs:\n    speculative_algorithm: Optional[str] = None\n    x: int = 1\n",
             "class ServerArgs:\n    speculative_algorithm: Optional[str] = None\n"
-            "    speculative_ddtree_budget: Optional[int] = None\n"
+            "    speculative_ddtree_budget: Optional[str] = None\n"
             "    speculative_ddtree_topk: Optional[int] = None\n"
             "    speculative_ddtree_allow_hybrid_unsafe: bool = False\n"
             "    x: int = 1\n",
@@ -48,7 +49,7 @@ class ServerArgField(Rule):
         (
             'class Spec:\n    speculative_algorithm: A[\n        Optional[str],\n        "Speculative algorithm.",\n    ] = None\n',
             'class Spec:\n    speculative_algorithm: A[\n        Optional[str],\n        "Speculative algorithm.",\n    ] = None\n'
-            f'    speculative_ddtree_budget: A[Optional[int], "{FIELDS[0][3]}"] = None\n'
+            f'    speculative_ddtree_budget: A[Optional[str], "{FIELDS[0][3]}"] = None\n'
             f'    speculative_ddtree_topk: A[Optional[int], "{FIELDS[1][3]}"] = None\n'
             f'    speculative_ddtree_allow_hybrid_unsafe: A[bool, "{FIELDS[2][3]}"] = False\n',
         ),

@@ -61,6 +61,7 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     w._table_fence = None  # no overlap: nothing to fence
     w.slots_kept_once = True  # every verify range still holds its slots, each once (recording_commit)
     w._tree_stage_instance = None
+    w._auto_budget = None  # a fixed budget (auto rounds: tests/round_harness/scheduler_path.py)
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1
     w.model_runner = types.SimpleNamespace(req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token.view(BS, 4096)))
     w.kv = torch.full((BS * 4096 + 1,), -1, dtype=torch.int64)
@@ -84,8 +85,9 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
         # The right token (the target's greedy chain) is ranked first at most depths but second,
         # behind 300, at depths 3 and 6: accepted paths then leave the first-child chain, so the
         # commit has to move KV from later tree nodes.
-        logits = torch.full((BS, BLOCK - 1, V), -10.0)
-        right, rows = w._seed_tokens(draft_input).to(torch.int64), torch.arange(BS)
+        bs = len(batch.seq_lens)
+        logits = torch.full((bs, BLOCK - 1, V), -10.0)
+        right, rows = w._seed_tokens(draft_input).to(torch.int64), torch.arange(bs)
         for d in range(BLOCK - 1):
             right = successor(right)
             second = 2.5 if d % 3 == 2 else 2.0
@@ -95,7 +97,7 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
         return logits
 
     def verify(batch, verify_input, cache_loc_2d, bound):
-        tokens = verify_input.draft_token.view(BS, -1)
+        tokens = verify_input.draft_token.view(len(batch.seq_lens), -1)
         w.kv[cache_loc_2d.reshape(-1)] = tokens.reshape(-1)
         logits = target_rows(tokens)
         return types.SimpleNamespace(next_token_logits=logits, hidden_states=tokens.reshape(-1, 1).float()), False
@@ -110,11 +112,11 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     w._make_next_draft_input_decode = lambda bonus_tokens, new_seq_lens: (bonus_tokens, new_seq_lens)
     commit_target_kv = w._commit_target_kv
 
-    def recording_commit(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d):
+    def recording_commit(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d, tree_size):
         w.last_accepted = accepted_idx.clone()
-        cols = prefix_lens[:, None] + torch.arange(w.verify_width)
+        cols = prefix_lens[:, None] + torch.arange(cache_loc_2d.shape[1])  # the round's verify range
         before = req_to_token.view(BS, 4096)[batch.req_pool_indices[:, None], cols].sort(dim=1).values
-        path_slots = commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d)
+        path_slots = commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d, tree_size)
         after = req_to_token.view(BS, 4096)[batch.req_pool_indices[:, None], cols].sort(dim=1).values
         w.slots_kept_once &= bool(torch.equal(before, after))
         return path_slots

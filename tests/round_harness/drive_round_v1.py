@@ -392,6 +392,8 @@ if __name__ == "__main__":
             main(int(case.split(":")[1]), temperature=1.0, case=case)
         elif case.startswith("penalized:"):  # greedy with a frequency penalty
             main(int(case.split(":")[1]), frequency=2.0, case=case)
+        elif case == "auto":  # --speculative-ddtree-budget auto: every v1 round verifies the ladder's widest budget
+            main("auto", case=case)
         elif case.startswith("penalized-sampled:"):  # temperature 1, frequency penalty, seeded
             main(int(case.split(":")[1]), temperature=1.0, frequency=2.0, seeded=True, case=case)
         else:

@@ -10,7 +10,8 @@ Stand-ins: what needs a GPU or weights (draft and target forwards, KV pools, str
 worker; device events: `RecordedEvent`, which notes when it was recorded) and Scheduler state that
 run_batch only hands on (metrics, profiler); every such attribute read is reported, so a new
 branch selector shows up in the output.
-usage: python scheduler_path.py  -> one JSON line
+usage: python scheduler_path.py [auto]  -> one JSON line (`auto`: the `--speculative-ddtree-budget auto`
+modes only, `auto_modes`)
 """
 
 from __future__ import annotations
@@ -358,6 +359,83 @@ def drive(overlap: bool, fenced: bool = False, logprobs: bool = False) -> dict:
     }
 
 
+# `--speculative-ddtree-budget auto` over the 8-token drafter, ladder capped at 32: budgets 7, 8, 16, 32
+# (verify widths 8, 9, 17, 33). The forced widths: an adversarial order (widest next to narrowest,
+# repeats) standing for any acceptance estimate, however wrong.
+AUTO_CAP, AUTO_ROUNDS = 32, 16
+FORCED = (32, 7, 7, 16, 32, 8, 32, 7, 16, 8, 8, 32, 7, 16, 32, 7)
+
+
+def _auto_worker():
+    """drive_round's worker for `auto`: the tree built at the widest budget, the round's budget from
+    the release's own `AutoBudget` (CUDA graphs off: every ladder width may be verified), and a
+    target attention backend carrying the server's verify width as SGLang's Triton backend does."""
+    from sglang.srt.speculative.ddtree.auto_budget import AutoBudget
+    from sglang.srt.speculative.ddtree.budget_ladder import build_ladder
+
+    worker = drive_round.make_worker(AUTO_CAP, AUTO_CAP)
+    ladder = build_ladder(drive_round.BLOCK, AUTO_CAP, AUTO_CAP, 2047)
+    worker._auto_budget = AutoBudget.for_worker(ladder, drive_round.BLOCK, "cpu", graphs=False, token_cap=None)
+    worker.target_worker.model_runner.attn_backend = types.SimpleNamespace(num_draft_tokens=worker.verify_width)
+    return worker
+
+
+def drive_auto(overlap: bool, chooser: str) -> dict:
+    """`auto` rounds through run_batch. `chooser="forced"`: the chooser replaced by FORCED (any
+    sequence of widths must give plain decoding's output); `chooser="costs"`: the real chooser, its
+    round timings replaced by a table in which a wide verify is free at batch 1 and dear at batch 3,
+    AUTO_ROUNDS rounds at batch 1 then AUTO_ROUNDS at batch 3 on the same worker."""
+    worker = _auto_worker()
+    del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
+    auto, verify, backend = worker._auto_budget, worker._verify, worker.target_worker.model_runner.attn_backend
+    widths: list[tuple[int, int]] = []  # per round: (verify input's width, the backend's width during it)
+
+    def real_logits_output(batch, verify_input, *args):
+        widths.append((verify_input.draft_token_num, backend.num_draft_tokens))
+        out, can_run_cuda_graph = verify(batch, verify_input, *args)
+        return LogitsProcessorOutput(next_token_logits=out.next_token_logits, hidden_states=out.hidden_states), can_run_cuda_graph
+
+    worker._verify = real_logits_output
+    chosen: list[tuple[int, int]] = []  # per round: (batch size, budget)
+    if chooser == "forced":
+        sequence = iter(FORCED)
+        auto.chooser.choose = lambda bs: next(sequence)
+    else:
+        observe = auto.chooser.observe_round
+        auto.chooser.observe_round = lambda bs, budget, predicted, accepted, seconds: observe(
+            bs, budget, predicted, accepted, 1.0 if bs == 1 else 1.0 + (budget + 1) / 4)
+    choose = auto.chooser.choose
+
+    def noting_choose(bs):
+        budget = choose(bs)
+        chosen.append((bs, budget))
+        return budget
+
+    auto.chooser.choose = noting_choose
+    segments = [(3, len(FORCED))] if chooser == "forced" else [(1, AUTO_ROUNDS), (3, AUTO_ROUNDS)]
+    equal, emitted, rounds = True, 0, 0
+    for bs, n_rounds in segments:
+        scheduler = SchedulerUnderTest(worker, overlap)
+        prefix = torch.tensor([10, 20, 30])[:bs]
+        bonus = drive_round.successor(torch.tensor([5, 290, 299])[:bs])
+        batch = _batch(worker, prefix, bonus)
+        outputs = [[int(b)] for b in bonus]
+        for _ in range(n_rounds):
+            result = scheduler.run_batch(batch)
+            ids, lens = result.next_token_ids.view(bs, result.speculative_num_draft_tokens), result.accept_lens
+            for i, out in enumerate(outputs):
+                out += ids[i, : int(lens[i])].tolist()
+            if overlap:
+                batch.seq_lens = scheduler.future_map.published[-1].clone()
+                batch.seq_lens_cpu = batch.seq_lens.clone()
+        equal &= outputs == [drive_round.greedy_chain(out[0], len(out)) for out in outputs]
+        emitted += sum(len(o) - 1 for o in outputs)
+        rounds += bs * n_rounds
+    return {"equal_to_greedy": equal, "tokens_per_round": emitted / rounds, "chosen": chosen, "widths": widths,
+            "server_width_after": backend.num_draft_tokens, "ladder": list(auto.ladder.budgets),
+            "forced": list(FORCED) if chooser == "forced" else None}
+
+
 def _server_args(extra_args: tuple[str, ...] = ()):
     """The release's resolved ServerArgs for budget 32 over the tiny pair, published where the
     release keeps them process-wide (0.5.17+: config bags; before: the scheduler's global)."""
@@ -420,7 +498,24 @@ def construct(extra_args: tuple[str, ...] = ()) -> dict:
             "published_after": worker_v2._published_draft_tokens(),
             "record_width_after": worker_v2.resolved_view(server_args).speculative_num_draft_tokens,
             "reorder_blocker": worker._reorder_blocker, "kv_commit_mode": worker._kv_commit_mode,
-            "fenced": worker._table_fence is not None}
+            "fenced": worker._table_fence is not None,
+            "auto_ladder": list(worker._auto_budget.ladder.budgets) if worker._auto_budget else None}
+
+
+def auto_modes(report: dict) -> None:
+    """`--speculative-ddtree-budget auto`: the worker built on the release's resolved config (CUDA
+    graphs on and off), and its rounds through run_batch (`drive_auto`)."""
+    for mode, overlap, chooser in (("auto_forced", False, "forced"), ("auto_forced_overlap", True, "forced"),
+                                   ("auto_costs", False, "costs")):
+        try:
+            report["modes"][mode] = drive_auto(overlap, chooser)
+        except Exception:  # noqa: BLE001 - reported, the test fails on it
+            report["modes"][mode] = {"error": traceback.format_exc()[-3000:]}
+    for name, extra in (("construct_auto", ()), ("construct_auto_eager", ("--disable-cuda-graph",))):
+        try:
+            report[name] = construct(("--speculative-ddtree-budget", "auto", *extra))
+        except Exception:  # noqa: BLE001 - reported, the test fails on it
+            report[name] = {"error": traceback.format_exc()[-3000:]}
 
 
 def main() -> None:
@@ -432,6 +527,10 @@ def main() -> None:
         report["worker_class"] = worker_class(None).__name__
     except Exception as exc:  # noqa: BLE001 - the refusal message is the result
         report["worker_class_error"] = f"{type(exc).__name__}: {exc}"
+    if sys.argv[1:] == ["auto"]:
+        auto_modes(report)
+        print(json.dumps(report))
+        return
     try:
         report["construct"] = construct()
     except Exception:  # noqa: BLE001 - reported, the test fails on it

@@ -1,0 +1,86 @@
+"""`--speculative-ddtree-budget auto` through each release's real `Scheduler.run_batch`, on a CPU.
+
+The release is installed, patched with `apply`, and driven by tests/round_harness/scheduler_path.py
+(`auto` modes) in a subprocess of its CPU venv, as tests/test_scheduler_path.py does: the release
+resolves `auto` from its own CLI, the worker is built on that config, and rounds of a changing
+verify width run through run_batch into a real `ScheduleBatch`. GPU-only parts are stand-ins
+(drive_round's); the round timings of the batch-size case come from a table.
+DDTREE_RUNTIME_RELEASES selects other releases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.cpu_serverargs.venv_builder import runtime_releases
+from tests.sglang_releases import patched_release
+
+REPO = Path(__file__).resolve().parents[1]
+HARNESS = REPO / "tests" / "round_harness" / "scheduler_path.py"
+RELEASES = runtime_releases(("0.5.15", "0.5.23"))
+BLOCK = 8  # the tiny drafter's block: budget b verifies max(b + 1, 8) tokens
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    site, python = patched_release(request.param, tmp_path_factory.mktemp(f"sglang-{request.param}"))
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1",
+           "TRITON_INTERPRET": "1"}
+    done = subprocess.run([str(python), str(HARNESS), "auto"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path_factory.mktemp("drive"), timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _ok(result: dict) -> dict:
+    assert "error" not in result, result["error"]
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["auto_forced", "auto_forced_overlap"])
+def test_any_sequence_of_widths_gives_plain_decoding_s_output(report: dict, mode: str) -> None:
+    """The chooser forced through an adversarial order of budgets (what any acceptance estimate,
+    however wrong, could pick): each round verifies its budget's width (the tree's prefix; the target
+    backend's width follows it and is restored), and the output is the target's greedy decoding."""
+    result = _ok(report["modes"][mode])
+    forced = result["forced"]
+    assert result["ladder"] == [7, 8, 16, 32] == sorted(set(forced))  # every budget, in jumps both ways
+    assert [b for _, b in result["chosen"]] == forced
+    assert result["widths"] == [[max(b + 1, BLOCK)] * 2 for b in forced]
+    assert result["server_width_after"] == 33
+    assert result["equal_to_greedy"] and result["tokens_per_round"] > 1, result
+
+
+@pytest.mark.slow
+def test_the_chosen_width_changes_with_the_batch_size(report: dict) -> None:
+    """The real chooser, with round costs from a table where a wide verify is free at batch 1 and
+    dear at batch 3: after timing each budget, batch 1 settles on a wider budget than batch 3, on the
+    same worker, each round verifying what was chosen, and the output stays greedy."""
+    result = _ok(report["modes"]["auto_costs"])
+    chosen = result["chosen"]  # (batch size, budget): 16 rounds at batch 1, then 16 at batch 3
+    assert [bs for bs, _ in chosen] == [1] * 16 + [3] * 16
+    warm_up = [b for _, b in chosen[:8]]
+    assert warm_up == [7, 7, 8, 8, 16, 16, 32, 32]  # every budget timed twice, narrowest first
+    at_1, at_3 = {b for _, b in chosen[8:16]}, {b for _, b in chosen[24:]}
+    assert len(at_1) == len(at_3) == 1 and at_1.pop() > at_3.pop(), chosen
+    assert [w for w, _ in result["widths"]] == [max(b + 1, BLOCK) for _, b in result["chosen"]]
+    assert result["equal_to_greedy"], result
+
+
+@pytest.mark.slow
+def test_auto_resolves_to_the_widest_budget_s_widths_and_respects_cuda_graphs(report: dict) -> None:
+    """`--speculative-ddtree-budget auto` from the release's own CLI: KV reservation and the target's
+    widths are the widest budget's (64 -> 65), the draft runner keeps the block; with CUDA graphs on
+    the ladder is the captured width's budget only, with --disable-cuda-graph the whole ladder."""
+    graphed, eager = _ok(report["construct_auto"]), _ok(report["construct_auto_eager"])
+    for built in (graphed, eager):
+        assert (built["verify_width"], built["budget"], built["topk"]) == (65, 64, 64)
+        assert built["init_server_args_width"] == 8 and built["record_width_after"] == 65
+    assert graphed["auto_ladder"] == [64]
+    assert eager["auto_ladder"] == [7, 8, 16, 32, 64]

@@ -6,8 +6,6 @@ caches its result by file hash; the examples of every rule run through the same 
 
 from __future__ import annotations
 
-import io
-import tokenize
 from dataclasses import dataclass
 
 import libcst as cst
@@ -18,37 +16,10 @@ from ddtree_patch.outline import Chunk, outline_source
 from ddtree_patch.policy import Policy
 from ddtree_patch.results import FileResult
 from ddtree_patch.rules import RULES, Context, Rule, Token
-from ddtree_patch.sites import Decision, Site
+from ddtree_patch.sites import EDITING, Decision, Site
+from ddtree_patch.source_text import SourceText
 
 __all__ = ["FileResult", "SourceText", "analyse_file"]
-
-
-_EDITING = (Decision.WIDEN, Decision.EDIT, Decision.NARROW)
-
-
-@dataclass(frozen=True)
-class SourceText:
-    """Decoded source that re-encodes to the original bytes (BOM and line endings kept)."""
-
-    encoding: str
-    lines: list[str]
-
-    @classmethod
-    def decode(cls, data: bytes) -> "SourceText":
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        text = data.decode(encoding)
-        return cls(encoding, io.StringIO(text, newline="").readlines())
-
-    @property
-    def newline(self) -> str:
-        first = self.lines[0] if self.lines else "\n"
-        return "\r\n" if first.endswith("\r\n") else "\r" if first.endswith("\r") else "\n"
-
-    def encode(self, replacements: list[tuple[int, int, str]]) -> bytes:
-        lines = list(self.lines)
-        for first, last, text in sorted(replacements, reverse=True):
-            lines[first - 1:last] = [text]
-        return "".join(lines).encode(self.encoding)
 
 
 def _token_kind(node: cst.CSTNode, parent: cst.CSTNode | None, parents,
@@ -279,7 +250,7 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
             applied = False
         else:
             applied = rule.narrowed(anchor, ctx) if narrow else rule.applied(anchor, ctx)
-        if rule is not None and anchor is not None and decision in _EDITING and not applied:
+        if rule is not None and anchor is not None and decision in EDITING and not applied:
             edits.setdefault(anchor, (rule, ctx, narrow))
         position = positions[token.node].start
         line = position.line - depth + chunk.start - 1
@@ -304,6 +275,8 @@ def _analyse_chunk(result: FileResult, chunk: Chunk, source: SourceText,
         new_body = new_code[len(prefix):]
         if not new_code.startswith(prefix):
             raise AssertionError(f"{result.path}:{chunk.start}: a rule rewrote the parse wrapper")
+        if body.endswith("\r") and not new_body.endswith("\r"):  # libcst drops a module's last bare CR
+            new_body += "\r"
         result.replacements.append((chunk.start, chunk.end, new_body))
 
 

@@ -3,36 +3,82 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
 import os
 import shlex
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import NoReturn, Optional
 
-import typer
-from rich.console import Console
-from rich.markup import escape
-from typer.core import TyperCommand, TyperGroup
+from ddtree_patch.envelope import document
 
-from ddtree_patch import __version__
-from ddtree_patch.audit import audit as run_audit
-from ddtree_patch.errors import DDTreePatchError, Interrupted, OutputClosed
-from ddtree_patch.locate import locate
-from ddtree_patch.status import status as install_status
-from ddtree_patch.render import (
+INTERRUPTED_EARLY = "interrupted (Ctrl-C); nothing was written"
+_PID = os.getpid()
+
+
+def _interrupted_before_writing(install: object = None) -> NoReturn:
+    """SIGINT until a command starts its transaction (`_Run.writing`): nothing was written, so say
+    that (one JSON document under --json; `install`: the SGLang found so far) and leave at once. A
+    KeyboardInterrupt instead could surface inside an import or a class body as another exception
+    (libcst's: a RuntimeError from `__set_name__`) or, around click, as a silent exit 130."""
+    if os.getpid() != _PID:  # a forked scan worker: its parent says it
+        os._exit(130)
+    args = sys.argv[1:]
+    command = next((a for a in args if not a.startswith("-")), "ddtree-patch")
+    again = shlex.join(["ddtree-patch", *args])
+    try:
+        if "--json" in args:
+            error = {"code": 130, "message": INTERRUPTED_EARLY, "next": again}
+            sys.stdout.write(json.dumps(document(command, install, False, None, error), indent=2) + "\n")
+            sys.stdout.flush()
+        else:
+            show_cursor = "\x1b[?25h\n" if sys.stderr.isatty() else ""  # a progress bar hid it
+            sys.stderr.write(f"{show_cursor}error: {INTERRUPTED_EARLY}\nnext: {again}\n")
+            sys.stderr.flush()
+    except OSError:  # nobody is reading: the exit code still tells
+        pass
+    os._exit(130)
+
+
+def _run_as_the_program() -> bool:
+    """Started as `ddtree-patch` or `python -m ddtree_patch`, not imported by another program."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return getattr(spec, "name", None) == "ddtree_patch.__main__" or Path(sys.argv[0]).stem == "ddtree-patch"
+
+
+def _on_sigint_before_writing(signum: int, frame: object) -> None:
+    _interrupted_before_writing()
+
+
+if _run_as_the_program():  # main() sets it again; the imports below take a noticeable while
+    signal.signal(signal.SIGINT, _on_sigint_before_writing)
+
+import typer  # noqa: E402 (after the handler above)
+from rich.console import Console  # noqa: E402
+from rich.markup import escape  # noqa: E402
+from typer.core import TyperCommand, TyperGroup  # noqa: E402
+
+from ddtree_patch import __version__  # noqa: E402
+from ddtree_patch.audit import audit as run_audit  # noqa: E402
+from ddtree_patch.errors import DDTreePatchError, Interrupted  # noqa: E402
+from ddtree_patch.locate import SHORTER_FOLDER, locate, path_too_long  # noqa: E402
+from ddtree_patch.render import (  # noqa: E402
     BAD_STATES,
     audit_json,
     audit_tables,
-    document,
     error_json,
+    next_step,
     plan_added,
     plan_diff,
     result_json,
     result_lines,
+    state_error,
     with_target,
 )
+from ddtree_patch.status import status as install_status  # noqa: E402
 
 FLAG = ""  # flags take no value: show none (typer would print <bool>)
 
@@ -72,7 +118,7 @@ err = Console(stderr=True, soft_wrap=True)
 
 
 def _pipe_closed() -> None:
-    """rich would exit 1 without a word (the code of an UNHANDLED audit site): say it instead."""
+    """rich would exit 1 (the code of an UNHANDLED audit site): let `_printing` end it instead."""
     raise BrokenPipeError
 
 
@@ -115,9 +161,24 @@ def _where(python: Optional[str], target: Optional[Path]) -> str:
 
 def _print_document(doc: dict) -> None:
     """Plain json (rich's highlighter costs more than a warm audit itself); flushed here, so a
-    closed pipe shows up where it can be reported."""
+    closed pipe shows up inside `_printing`."""
     sys.stdout.write(json.dumps(doc, indent=2) + "\n")
     sys.stdout.flush()
+
+
+@contextmanager
+def _printing(code: int):
+    """Print the command's output, then leave with its `code`, also when the reader left early
+    (`status | head -1`): whether the reader or the writer finishes first is chance, so a closed
+    stdout is not an error (the code never depends on it), and it is quiet, as it is for `cat`.
+    A Ctrl-C from here on ends it quietly too: the outcome is being printed (never a second document)."""
+    signal.signal(signal.SIGINT, lambda signum, frame: os._exit(130))
+    try:
+        yield
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+    raise typer.Exit(code)
 
 
 class _Run:
@@ -127,22 +188,36 @@ class _Run:
         self.command, self.as_json = command, as_json
         self.where = _where(python, target)
         self.install = None
+        signal.signal(signal.SIGINT, lambda signum, frame: _interrupted_before_writing(self.install))
+
+    def writing(self) -> None:
+        """The transaction starts: Ctrl-C is a KeyboardInterrupt again, which the transaction turns
+        into its own Interrupted while it writes, and `errors` reports around it."""
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
     @contextmanager
     def errors(self):
         try:
             yield
-        except BrokenPipeError:  # `ddtree-patch apply | head -1`: the reader left, the work is done
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
-            self.as_json = False  # stdout is gone: the message goes to stderr
-            self.fail(OutputClosed(
-                "the output was closed before everything was printed (broken pipe); the command "
-                "itself ran to its end: `ddtree-patch status` shows where the install stands"
-            ))
-        except KeyboardInterrupt:  # before any write: a transaction turns it into Interrupted
-            self.fail(Interrupted("interrupted (Ctrl-C); nothing was written"))
+        except KeyboardInterrupt:  # after `writing()`; the transaction turns one during its writes into Interrupted
+            self.fail(Interrupted(self._interrupted()))
+        except OSError as error:
+            if error.errno != errno.ENAMETOOLONG:
+                raise
+            self.fail(path_too_long(error, self.install))
         except DDTreePatchError as error:
+            if isinstance(error.__cause__, OSError) and error.__cause__.errno == errno.ENAMETOOLONG:
+                error.next = SHORTER_FOLDER  # the transaction refused a path: the folder is too deep, not full
             self.fail(error)
+
+    def _interrupted(self) -> str:
+        """Ctrl-C around the transaction (its lock being taken, or after it committed): what the
+        install holds now, as `status` reads it; the transaction may have written it."""
+        try:
+            state = install_status(self.install, tool_version=__version__)
+        except (KeyboardInterrupt, DDTreePatchError):
+            return "interrupted (Ctrl-C); `ddtree-patch status` shows what the install holds now"
+        return f"interrupted (Ctrl-C); SGLang is {state.state} now: {next_step(state, '')}"
 
     def fail(self, error: DDTreePatchError) -> NoReturn:
         self.install = self.install or getattr(error, "install", None)  # found, then refused: still reported
@@ -150,7 +225,8 @@ class _Run:
         if self.as_json:
             drift = [{"path": d.path, "state": d.state, "diff": d.diff} for d in getattr(error, "drift", ())]
             body = {"drift": drift} if drift else {}
-            _print_document(document(self.command, self.install, False, body, data))
+            with _printing(error.exit_code):
+                _print_document(document(self.command, self.install, False, body, data))
         else:
             err.print(f"[bold red]error:[/] {escape(data['message'])}", highlight=False)
             if "ddtree-patch " not in data["message"]:  # the message names no command: say what to run
@@ -161,15 +237,13 @@ class _Run:
                     err.out(drift.diff, highlight=False)
         raise typer.Exit(error.exit_code)
 
-    def finish(self, ok: bool, body: dict, lines: list[str]) -> NoReturn:
-        with self.errors():  # a reader that leaves early (`status | head -1`) is reported, not a traceback
+    def finish(self, ok: bool, body: dict, lines: list[str], error: dict | None = None) -> NoReturn:
+        with self.errors(), _printing(0 if ok else 1):
             if self.as_json:
-                _print_document(document(self.command, self.install, ok, body))
+                _print_document(document(self.command, self.install, ok, body, error))
             else:
                 for line in lines:
                     out.print(line, highlight=False)
-                sys.stdout.flush()
-        raise typer.Exit(0 if ok else 1)
 
 
 @contextmanager
@@ -207,10 +281,8 @@ def audit(
     body, ok = audit_json(report, state, run.where)
     if as_json:
         run.finish(ok, body, [])
-    with run.errors():
+    with run.errors(), _printing(0 if ok else 1):
         audit_tables(report, out, state, run.where)
-        sys.stdout.flush()
-    raise typer.Exit(0 if ok else 1)
 
 
 @app.command(cls=_Command)
@@ -234,6 +306,7 @@ def apply(
         run.install = locate(python, target, strict)
         refuse_native(run.install)  # before the lock: a native DDTree gets not even a lock file
         if not dry_run:  # plan and write under one lock: nothing can change in between
+            run.writing()
             with _progress(not as_json, "applying") as progress:
                 result = apply_install(
                     run.install,
@@ -255,12 +328,12 @@ def apply(
                     "diff": "" if up_to_date else plan_diff(plan)}
             if as_json or up_to_date:
                 run.finish(True, body, ["already applied, nothing to do"])
-            sys.stdout.write(plan_diff(plan))
-            out.print("files to add:", highlight=False)
-            for line in plan_added(plan):
-                out.print(f"  {line}", highlight=False)
-            out.print(with_target("next: `ddtree-patch apply` writes this plan", run.where), highlight=False)
-            raise typer.Exit(0)
+            with _printing(0):
+                sys.stdout.write(plan_diff(plan))
+                out.print("files to add:", highlight=False)
+                for line in plan_added(plan):
+                    out.print(f"  {line}", highlight=False)
+                out.print(with_target("next: `ddtree-patch apply` writes this plan", run.where), highlight=False)
 
 
 @app.command(cls=_Command)
@@ -280,9 +353,10 @@ def revert(
     run = _Run("revert", as_json, python, target)
     with run.errors():
         run.install = locate(python, target, strict=False)
+        run.writing()
         with _progress(not as_json, "reverting") as progress:
             result = revert_install(run.install, force=force, progress=progress)
-    run.finish(True, result_json(result, run.where), result_lines(result, run.where))
+        run.finish(True, result_json(result, run.where), result_lines(result, run.where))
 
 
 @app.command(cls=_Command)
@@ -293,19 +367,23 @@ def status(
 ) -> None:
     """Say whether SGLang is pristine, patched (by which version, when), drifted, stale or interrupted.
 
-    Exits 1 (with the command to run next) when drifted, stale or interrupted.
+    Exits 1 (with the command to run next) when drifted, stale, interrupted or damaged.
     Example: ddtree-patch status --json
     """
     run = _Run("status", as_json, python, target)
     with run.errors():
         run.install = locate(python, target, strict=False)
         result = install_status(run.install, tool_version=__version__)
-    run.finish(result.state not in BAD_STATES, result_json(result, run.where), result_lines(result, run.where))
+    ok = result.state not in BAD_STATES
+    run.finish(ok, result_json(result, run.where), result_lines(result, run.where),
+               None if ok else state_error(result, run.where))
 
 
 def main() -> None:
-    """Usage errors too end in one JSON document under --json (click would print prose)."""
+    """Usage errors too end in one JSON document under --json (click would print prose), and so
+    does a Ctrl-C before anything was written."""
     as_json = "--json" in sys.argv[1:]
+    signal.signal(signal.SIGINT, _on_sigint_before_writing)  # until a command's `_Run.writing()`
     try:
         code = app(standalone_mode=False)
     except typer.Abort:

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 
 class DDTreePatchError(Exception):
+    """`next`: the command that helps in this case (the CLI's per-code default when None);
+    `{command}` in it stands for the verb that failed."""
+
     exit_code = 1
 
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
+    def __init__(self, message: str, exit_code: int | None = None, *, next: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.next = next
         if exit_code is not None:
             self.exit_code = exit_code
 
@@ -29,8 +33,8 @@ class Unsupported(DDTreePatchError):
 
     exit_code = 4
 
-    def __init__(self, message: str, install: object = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, install: object = None, *, next: str | None = None) -> None:
+        super().__init__(message, next=next)
         self.install = install
 
 
@@ -69,8 +73,10 @@ class Drift(DDTreePatchError):
 
     exit_code = 9
 
-    def __init__(self, message: str, exit_code: int | None = None, *, drift: tuple = ()) -> None:
-        super().__init__(message, exit_code)
+    def __init__(
+        self, message: str, exit_code: int | None = None, *, drift: tuple = (), next: str | None = None
+    ) -> None:
+        super().__init__(message, exit_code, next=next)
         self.drift = drift
 
 
@@ -103,12 +109,6 @@ class Interrupted(DDTreePatchError):
     """Ctrl-C (SIGINT): the message says what state the install was left in."""
 
     exit_code = 130
-
-
-class OutputClosed(DDTreePatchError):
-    """The reader of stdout went away (`ddtree-patch apply | head -1`); the command itself ran."""
-
-    exit_code = 141
 
 
 class NativeDDTree(DDTreePatchError):

@@ -7,6 +7,7 @@ subprocess), or a folder (`--target`: a site-packages or the `sglang` package it
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -95,13 +96,16 @@ def _version_file(package_dir: Path) -> str | None:
     return None
 
 
+WITHOUT_STRICT = "ddtree-patch {command}"  # the same command without --strict: the audit decides
+
+
 def _check_release(install: Install, strict: bool) -> Install:
     try:
         version = Version(Version(install.version).base_version)  # a .postN / rcN is its release
     except InvalidVersion:  # not PEP 440: the audit, which reads the code, decides
         message = f"SGLang's version {install.version!r} is not a PEP 440 version, so it cannot be compared"
         if strict:
-            raise Unsupported(message + ": refusing because of --strict", install) from None
+            raise Unsupported(message + ": refusing because of --strict", install, next=WITHOUT_STRICT) from None
         return replace(install, warnings=install.warnings + (message + "; the audit decides",))
     if version < Version(FIRST_WITH_DFLASH):
         raise Unsupported(
@@ -111,7 +115,7 @@ def _check_release(install: Install, strict: bool) -> Install:
     if version > Version(NEWEST_KNOWN):
         message = f"SGLang {install.version} is newer than the newest release tested ({NEWEST_KNOWN})"
         if strict:
-            raise Unsupported(message + ": refusing because of --strict", install)
+            raise Unsupported(message + ": refusing because of --strict", install, next=WITHOUT_STRICT)
         return replace(install, warnings=install.warnings + (message + "; the audit decides",))
     return install
 
@@ -147,30 +151,74 @@ def from_folder(target: Path, strict: bool = False) -> Install:
     return _check_release(Install(site_packages, package_dir, dist_info, version, warnings), strict)
 
 
+_PASS_ONE = "pass a Python interpreter (e.g. /path/to/venv/bin/python)"
+
+
+def _excerpt(data: bytes) -> str:
+    """What a program printed, for a message: one line, never long."""
+    text = data.decode("utf-8", "backslashreplace").strip()
+    last = (text.splitlines() or [""])[-1]
+    return last[:160] + " ..." if len(last) > 200 else last  # e.g. a program echoing the probe back
+
+
+def _str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _reply(python: str, stdout: bytes) -> dict:
+    """The probe's answer, checked field by field against what `_PROBE` prints: a program that is not
+    Python (or a wrapper that prints something else) is named with what it printed instead."""
+    def wrong(what: str) -> UsageError:
+        return UsageError(f"--python {python} did not answer like a Python interpreter ({what}); {_PASS_ONE}")
+
+    try:
+        probe = json.loads(stdout.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise wrong("it printed bytes that are not UTF-8") from None
+    except json.JSONDecodeError:
+        shown = _excerpt(stdout)
+        raise wrong(f"it printed {shown!r}" if shown else "it printed nothing") from None
+    fields = probe.keys() if isinstance(probe, dict) else ()
+    if set(fields) != {"origins", "dists", "python"}:
+        raise wrong(f"it printed {_excerpt(stdout)!r}")
+    dists = probe["dists"]
+    if not (isinstance(probe["python"], str) and _str_list(probe["origins"]) and isinstance(dists, list)
+            and all(isinstance(d, dict) and isinstance(d.get("path"), str) and isinstance(d.get("direct_url"), str)
+                    for d in dists)):
+        raise wrong(f"its answer has fields of the wrong type: {_excerpt(stdout)!r}")
+    return probe
+
+
 def from_interpreter(python: str, strict: bool = False) -> Install:
     try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([python, "-c", _PROBE], capture_output=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise UsageError(f"cannot run --python {python}: {error}") from error
-    last = (done.stderr.strip().splitlines() or [""])[-1]
-    if len(last) > 200:  # e.g. a program that echoed the probe script back in its complaint
-        last = last[:160] + " ..."
     if done.returncode != 0:
+        last = _excerpt(done.stderr)
         why = f": {last}" if last else " and printed nothing"
-        raise UsageError(f"--python {python} exited with status {done.returncode}{why}; "
-                         "pass a Python interpreter (e.g. /path/to/venv/bin/python)")
-    try:
-        probe = json.loads(done.stdout)
-    except json.JSONDecodeError:
-        raise UsageError(f"--python {python} did not answer like a Python interpreter; "
-                         "pass one (e.g. /path/to/venv/bin/python)") from None
-    return _from_probe(probe, strict)
+        raise UsageError(f"--python {python} exited with status {done.returncode}{why}; {_PASS_ONE}")
+    probe = _reply(python, done.stdout)
+    return replace(_from_probe(probe, strict), python=python)  # the pip advice uses its `-m pip`
 
 
 def from_current(strict: bool = False) -> Install:
     import sys
 
     return from_interpreter(sys.executable, strict)
+
+
+def _direct_url(dist: dict, python: str) -> dict:
+    """PEP 610's direct_url.json of a distribution ({} when it has none)."""
+    try:
+        data = json.loads(dist["direct_url"])
+    except json.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict) or not isinstance(data.get("dir_info", {}), dict):
+        raise NotInstalled(f"{dist['path']}/direct_url.json is not a JSON object as PEP 610 writes it: "
+                           f"the install is damaged; reinstall SGLang (`{shlex.quote(python)} -m pip install "
+                           "--force-reinstall --no-deps sglang`)")
+    return data
 
 
 def _from_probe(probe: dict, strict: bool) -> Install:
@@ -181,7 +229,7 @@ def _from_probe(probe: dict, strict: bool) -> Install:
         paths = ", ".join(d["path"] for d in probe["dists"])
         raise NotInstalled(f"two copies of SGLang are on the path of {python} ({paths}): uninstall one")
     for dist in probe["dists"]:
-        if json.loads(dist["direct_url"]).get("dir_info", {}).get("editable"):
+        if _direct_url(dist, python).get("dir_info", {}).get("editable"):
             raise NotInstalled(
                 f"SGLang is an editable install ({dist['path']}): patch your checkout with git, "
                 "or pass --target to a regular install"
@@ -195,6 +243,23 @@ def _from_probe(probe: dict, strict: bool) -> Install:
             "an editable or path-hacked install; pass --target"
         )
     return from_folder(package_dir.parent, strict)
+
+
+SHORTER_FOLDER = "install SGLang under a shorter folder, then run ddtree-patch {command} on that install"
+
+
+def path_too_long(error: OSError, install: Install | None) -> NotInstalled:
+    """ENAMETOOLONG while reading or writing an install: its folder is so deep that some of its
+    files (or the ones the patch adds) pass the OS path limit, where Python cannot import them either."""
+    name = os.fsdecode(error.filename or "")
+    limit = os.pathconf("/", "PC_PATH_MAX")
+    site = str(install.site_packages) if install is not None else ""
+    if site and name.startswith(site + os.sep):
+        what = f"{name[len(site) + 1:]} in this site-packages ({len(site)} characters) makes a path"
+    else:
+        what = f"a path ({name[:120]} ...)" if len(name) > 120 else f"a path ({name})"
+    return NotInstalled(f"{what} of {len(name)} characters, too long for this system (PATH_MAX {limit}): "
+                        "Python cannot import files there either", next=SHORTER_FOLDER)
 
 
 def locate(python: str | None = None, target: Path | None = None, strict: bool = False) -> Install:

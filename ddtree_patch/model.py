@@ -19,6 +19,7 @@ class Install:
     dist_info: Path | None  # site_packages / "sglang-X.Y.Z.dist-info" (None for a bare folder)
     version: str  # as written in the dist-info METADATA
     warnings: tuple[str, ...] = ()
+    python: str | None = None  # the interpreter it was found through (None: a folder, --target)
 
     @property
     def record(self) -> Path | None:
@@ -54,3 +55,4 @@ class Plan:
     install: Install
     edits: list[FileEdit] = field(default_factory=list)
     added: list[AddedFile] = field(default_factory=list)
+    base: str | None = None  # state.install_state() when planning began: apply_plan refuses it once that moved on

@@ -3,7 +3,9 @@
 Read from the pristine view, so our own edits never count: a `DDTREE` member of
 `SpeculativeAlgorithm` that was there before any patch, or a module named for DDTree that neither
 we added nor lives in our drop-in folder. Patching over a native DDTree would send `create_worker`
-to our worker and fight upstream's; `apply` refuses instead.
+to our worker and fight upstream's; `apply` refuses instead. A state that cannot give the pristine
+bytes (a backup missing, backups without a manifest) raises CorruptState from the view: our own
+DDTREE member must never pass for SGLang's.
 """
 
 from __future__ import annotations

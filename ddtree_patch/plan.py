@@ -11,12 +11,13 @@ from ddtree_patch.model import FileEdit, Install, Plan
 from ddtree_patch.native import native_ddtree
 from ddtree_patch.data.policy import default_policy
 from ddtree_patch.scan import Progress, ScanResult, scan
-from ddtree_patch.state import pristine_view
+from ddtree_patch.state import install_state, pristine_view
 
 
 def build_plan(install: Install, result: ScanResult | None = None, progress: Progress | None = None) -> Plan:
     """The plan of the pristine package, also when it is patched now (files rewritten by a
     previous apply are read from their backups), so re-applying the same plan is a no-op."""
+    base = install_state(install)  # before reading a file: apply_plan refuses it once this moved on
     refuse_native(install)
     result = result or scan(install, progress)
     if result.skipped:  # a file we cannot parse may hold a DFLASH site the patch must edit
@@ -26,7 +27,7 @@ def build_plan(install: Install, result: ScanResult | None = None, progress: Pro
             f"be patched ({names}); nothing was written. Reinstall SGLang (or fix the file)"
         )
     view = pristine_view(install)
-    plan = Plan(install)
+    plan = Plan(install, base=base)
     for file in result.files:
         if file.path in view.originals:
             file = analyse_file(file.path, view.read(file.path), default_policy())

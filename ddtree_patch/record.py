@@ -44,14 +44,23 @@ def parse_record(data: bytes) -> list[RecordRow]:
     return rows
 
 
-def _format_row(path: str, data: bytes, newline: str) -> bytes:
+def _format_row(path: str, data: bytes | None, newline: str) -> bytes:
     out = io.StringIO()
-    csv.writer(out, lineterminator=newline).writerow([path, record_hash(data), len(data)])
+    fields = [path, "", ""] if data is None else [path, record_hash(data), len(data)]
+    csv.writer(out, lineterminator=newline).writerow(fields)
     return out.getvalue().encode("utf-8")
 
 
-def update_record(data: bytes, *, files: Mapping[str, bytes], drop: Collection[str] = ()) -> bytes:
-    """RECORD bytes with rows for `files` (path -> new content) rewritten or added, `drop` removed.
+def update_record(
+    data: bytes,
+    *,
+    files: Mapping[str, bytes],
+    drop: Collection[str] = (),
+    listed: Collection[str] = (),
+) -> bytes:
+    """RECORD bytes with rows for `files` (path -> new content) rewritten or added, `drop` removed,
+    and `listed` paths added without hash or size (as pip lists RECORD itself: files whose bytes
+    change later, listed so that pip uninstall removes them).
 
     New rows go where pip's sorted order puts them; all other lines stay as they were.
     """
@@ -71,8 +80,11 @@ def update_record(data: bytes, *, files: Mapping[str, bytes], drop: Collection[s
             line = _format_row(path, files[path], ending)
             seen.add(path)
         out.append((path, line))
-    for path in sorted(set(files) - seen):
-        row = _format_row(path, files[path], newline)
+    known = {path for path, _ in out}
+    rows = {path: files[path] for path in set(files) - seen}
+    rows.update({path: None for path in set(listed) - known - set(files)})
+    for path in sorted(rows):
+        row = _format_row(path, rows[path], newline)
         at = next((i for i, (p, _) in enumerate(out) if p > path), len(out))
         out.insert(at, (path, row))
     return b"".join(line for _, line in out)

@@ -10,10 +10,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ddtree_patch import __version__
 from ddtree_patch.audit import AuditReport
 from ddtree_patch.errors import DDTreePatchError
-from ddtree_patch.model import Install, Plan
+from ddtree_patch.model import Plan
 from ddtree_patch.sites import Decision, with_carried
 
 _STYLE = {Decision.UNHANDLED: "bold red", Decision.EDIT: "cyan", Decision.WIDEN: "green", Decision.KEEP: "yellow",
@@ -21,7 +20,7 @@ _STYLE = {Decision.UNHANDLED: "bold red", Decision.EDIT: "cyan", Decision.WIDEN:
 _ORDER = (Decision.UNHANDLED, Decision.EDIT, Decision.WIDEN, Decision.NARROW, Decision.KEEP)
 
 
-BAD_STATES = ("drifted", "stale", "interrupted")  # status and audit exit 1 and name the next command
+BAD_STATES = ("drifted", "stale", "interrupted", "damaged")  # status and audit exit 1 and name the next command
 SERVE = ("python -m sglang.launch_server --model-path <target> --attention-backend triton --speculative-algorithm DDTREE "
          "--speculative-draft-model-path <dflash drafter> --speculative-ddtree-budget 32")
 
@@ -38,7 +37,7 @@ def next_step(state, where: str) -> str:
 def audit_json(report: AuditReport, state, where: str) -> tuple[dict, bool]:
     """The audit's --json body and its verdict: the sites' proof plus the install's state as `status` sees it."""
     body = report.to_json()
-    problems = list(body["problems"])
+    problems = [with_target(problem, where) for problem in body["problems"]]
     if state.state in BAD_STATES:
         problems.append(f"install is {state.state}: {next_step(state, where)}")
     body.update(state=state.state, sites_state=body["state"], problems=problems,
@@ -135,8 +134,20 @@ def with_target(text: str, where: str) -> str:
     return _COMMAND.sub(lambda m: f"`{m.group(1)}{where}`", text) if where else text
 
 
+_FIRST_COMMAND = re.compile(r"`([^`]+)`")
+
+
+def state_error(state, where: str) -> dict:
+    """The --json `error` of a status whose install needs a command (exit 1): the state, its advice,
+    and the first command the advice names as `next`."""
+    advice = with_target(state.advice, where)
+    found = _FIRST_COMMAND.search(advice)
+    return {"code": 1, "message": f"the install is {state.state}: {advice}",
+            "next": found.group(1) if found else f"ddtree-patch status{where}"}
+
+
 def result_json(result, where: str) -> dict:
-    """A verb's own --json fields; the envelope (render.document) carries tool and SGLang versions."""
+    """A verb's own --json fields; the envelope (envelope.document) carries tool and SGLang versions."""
     data = dataclasses.asdict(result)
     data.pop("sglang_version", None)
     if "state" in data:  # a Status: the version that wrote the manifest, not this tool's
@@ -177,6 +188,8 @@ def result_lines(result, where: str) -> list[str]:
             lines += [f"  {path}" for path in data[key]]
     if data.get("recovered"):
         lines.append(f"recovered an interrupted {data['recovered']['op']}: {data['recovered']['outcome']}")
+    if data.get("kept_edits"):
+        lines.append(f"kept what --force overwrote (your edits) in {data['kept_edits']}")
     if data.get("previous_tool_version"):
         lines.append(f"replaced the patch of ddtree-patch {data['previous_tool_version']}")
     lines += [f"warning: {w}" for w in data.get("warnings", ())]
@@ -186,16 +199,11 @@ def result_lines(result, where: str) -> list[str]:
     return lines
 
 
-# The --json contract (docs/json.md): every verb, success or failure, prints one document with
-# these keys; a verb's own fields sit beside them. A field's meaning never changes within a schema.
-SCHEMA = "ddtree-patch/2"
-ENVELOPE = ("schema", "command", "tool_version", "sglang", "ok", "error")
-
 # What to run next after an error, by exit code, when the message itself names no command.
 _NEXT = {
     2: "ddtree-patch {command} --help",
     3: "ddtree-patch {command} --target <site-packages> (or --python <interpreter with SGLang>)",
-    4: "pip install 'sglang>=0.5.11' (or drop --strict to let the audit decide a newer release)",
+    4: "pip install 'sglang>=0.5.11'",  # a --strict refusal carries its own (the command without it)
     5: "report the bug with the output of `ddtree-patch audit --json`",
     6: "wait for the other ddtree-patch to finish, then run `ddtree-patch {command}` again",
     7: "run `ddtree-patch {command}` as a user who can write site-packages",
@@ -207,23 +215,8 @@ _NEXT = {
 }
 
 
-def sglang_json(install: Install | None) -> dict | None:
-    if install is None:
-        return None
-    return {"version": install.version, "package_dir": str(install.package_dir),
-            "site_packages": str(install.site_packages)}
-
-
-def document(command: str, install: Install | None, ok: bool, body: dict | None = None,
-             error: dict | None = None) -> dict:
-    """One --json document: the envelope, then the verb's own fields (which never override it)."""
-    fields = {k: v for k, v in (body or {}).items() if k not in ENVELOPE}
-    return {"schema": SCHEMA, "command": command, "tool_version": __version__,
-            "sglang": sglang_json(install), "ok": ok, "error": error, **fields}
-
-
 def error_json(error: DDTreePatchError, command: str, where: str) -> dict:
-    next_step = _NEXT.get(error.exit_code, "ddtree-patch status").format(command=command)
+    next_step = (error.next or _NEXT.get(error.exit_code, "ddtree-patch status")).replace("{command}", command)
     if error.exit_code not in (2, 3):  # those say where to look instead
         next_step = with_target(f"`{next_step}`", where).strip("`")
     return {"code": error.exit_code, "message": with_target(error.message, where), "next": next_step}

@@ -14,6 +14,9 @@ class Decision(str, Enum):
     UNHANDLED = "UNHANDLED"  # no rule or no policy entry: the audit fails
 
 
+EDITING = (Decision.WIDEN, Decision.EDIT, Decision.NARROW)  # the decisions whose sites the plan edits
+
+
 @dataclass(frozen=True)
 class Site:
     path: str  # relative to the sglang package, posix
@@ -28,6 +31,12 @@ class Site:
     snippet: str  # the source line, stripped
     applied: bool  # the rewrite is already present (an applied install audits clean)
     capability: str = ""  # the DDTree capability that decided this feature gate, if it is one
+
+    @property
+    def planned(self) -> bool:
+        """The plan changes this site (by an edit here, or one that carries it): a rule claimed it,
+        its decision edits, and it is not so already."""
+        return bool(self.rule) and self.decision in EDITING and not self.applied
 
     def to_json(self) -> dict:
         data = asdict(self)

@@ -2,7 +2,7 @@
 
 Layout (all under `site-packages/.ddtree-patch/`):
 
-    sglang.lock                     the lock file (stays; zero bytes)
+    sglang.lock                     the lock file (zero bytes; removed with the last of the state)
     sglang/manifest.json            what the applied patch changed (written last by apply)
     sglang/journal.json             present only while a transaction runs, or after a crash
     sglang/original/<path>          pristine copy of every file the patch rewrote or moved away
@@ -20,8 +20,10 @@ The state belongs to one release, named by its dist-info: a manifest or journal 
 another `sglang-*.dist-info` (`pip install -U sglang` since) describes files that are gone, so it
 is stale (`same_release`), never "outside the package".
 
-The state folder is not listed in RECORD on purpose: it must survive `pip install -U sglang`
-so that `status` can tell the user their patch was lost (stale).
+While patched, the dist-info RECORD lists every state file apply leaves (`state_files`), so
+`pip uninstall sglang` (and the uninstall inside `pip install -U`) removes them with the package;
+revert puts the original RECORD back byte for byte. A `pip install --target DIR --upgrade`
+replaces folders without reading RECORD: its state survives and `status` says stale.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import platform
 import re
 import shlex
 from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -191,9 +194,17 @@ def same_release(install: Install, changes: Changes) -> bool:
     return (changes.record.path if changes.record else None) == current
 
 
-def reinstall_advice(install: Install) -> str:
-    """How to get a pristine package back without the state (loses nothing: the wheel is whole)."""
-    return f"`pip install --force-reinstall --no-deps sglang=={install.version}`"
+def reinstall_command(install: Install) -> str:
+    """The pip command that puts this release back into exactly this install (the wheel is whole).
+
+    Found through an interpreter: its own `-m pip`. A folder (`--target`): pip's `--target` mode,
+    which replaces folders only with `--upgrade`.
+    """
+    release = f"sglang=={install.version}"
+    if install.python:
+        return f"{shlex.quote(install.python)} -m pip install --force-reinstall --no-deps {release}"
+    site = shlex.quote(str(install.site_packages))
+    return f"pip install --force-reinstall --no-deps --upgrade --target {site} {release}"
 
 
 def check_state_folder(install: Install) -> None:
@@ -208,12 +219,15 @@ def check_state_folder(install: Install) -> None:
         if path.is_symlink():
             raise CorruptState(
                 f"{path} is a symbolic link; the state folder must be a plain folder. Nothing was "
-                f"changed: remove the link (and check who planted it), then run this again"
+                f"changed: remove the link (and check who planted it), then run this again",
+                next=_remove(path),
             )
     if top.exists() and not top.is_dir():
-        raise CorruptState(f"{top} is not a folder; remove it, then run this again")
+        raise CorruptState(f"{top} is not a folder; remove it, then run this again", next=_remove(top))
     if lock.exists() and lock.stat().st_nlink > 1:
-        raise CorruptState(f"{lock} has other hard links; remove it, then run this again")
+        raise CorruptState(
+            f"{lock} has other hard links; remove it, then run this again", next=_remove(lock)
+        )
     if not install.state_dir.is_dir():
         return
     for dirpath, dirnames, filenames in os.walk(install.state_dir):
@@ -222,8 +236,14 @@ def check_state_folder(install: Install) -> None:
             if path.is_symlink():
                 raise CorruptState(
                     f"{path} is a symbolic link; the state folder holds only plain files. "
-                    "Nothing was changed: remove the link, then run this again"
+                    "Nothing was changed: remove the link, then run this again",
+                    next=_remove(path),
                 )
+
+
+def _remove(path: Path) -> str:
+    """`rm` of a planted link or file (never of a folder's content: rm without -r)."""
+    return f"rm {shlex.quote(str(path))}"
 
 
 @functools.lru_cache(maxsize=32)
@@ -333,9 +353,15 @@ def damaged_advice(install: Install) -> str:
     folder = shlex.quote(str(install.state_dir))
     return (
         f"nothing was changed. Do not delete {install.state_dir}: its backups may be the only copy of "
-        f"the original files. Get a pristine SGLang back with {reinstall_advice(install)}, move the "
-        f"folder aside (`mv {folder} {folder}.damaged`), then run `ddtree-patch apply`"
+        f"the original files. Get a pristine SGLang back with `{reinstall_command(install)}`, then "
+        f"move the folder aside if pip left it (`mv {folder} {folder}.damaged`), then run "
+        "`ddtree-patch apply`"
     )
+
+
+def damaged(what: str, install: Install) -> CorruptState:
+    """A state the tool cannot trust: what is wrong, the advice, and the reinstall as `next`."""
+    return CorruptState(f"{what}; {damaged_advice(install)}", next=reinstall_command(install))
 
 
 def _load_json(install: Install, path: Path, what: str) -> dict[str, Any] | None:
@@ -345,9 +371,9 @@ def _load_json(install: Install, path: Path, what: str) -> dict[str, Any] | None
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise CorruptState(f"{what} {path} is unreadable ({exc}); {damaged_advice(install)}") from exc
+        raise damaged(f"{what} {path} is unreadable ({exc})", install) from exc
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-        raise CorruptState(f"{what} {path} has an unknown schema; {damaged_advice(install)}")
+        raise damaged(f"{what} {path} has an unknown schema", install)
     return raw
 
 
@@ -366,7 +392,9 @@ def load_manifest(install: Install) -> Manifest | None:
             changes=changes_from_json(install, raw["changes"], what),
         )
     except KeyError as exc:
-        raise CorruptState(f"{what} lacks field {exc}; {damaged_advice(install)}") from exc
+        raise damaged(f"{what} lacks field {exc}", install) from exc
+    except CorruptState as exc:
+        raise damaged(exc.message, install) from exc
 
 
 def load_journal(install: Install) -> Journal | None:
@@ -383,10 +411,12 @@ def load_journal(install: Install) -> Journal | None:
             pid=int(raw["pid"]),
             changes=changes_from_json(install, raw["changes"], what),
         )
-    except (KeyError, ValueError) as exc:
-        raise CorruptState(f"{what} is malformed ({exc}); {damaged_advice(install)}") from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise damaged(f"{what} is malformed ({exc})", install) from exc
+    except CorruptState as exc:
+        raise damaged(exc.message, install) from exc
     if journal.op not in ("apply", "revert"):
-        raise CorruptState(f"{what} names an unknown operation {journal.op!r}")
+        raise damaged(f"{what} names an unknown operation {journal.op!r}", install)
     return journal
 
 
@@ -440,25 +470,117 @@ class PristineView:
 
 
 def pristine_view(install: Install) -> PristineView:
+    """Raises CorruptState (damaged) where the pristine bytes cannot be had: a file the patch
+    changed (patched, or edited since) whose backup is missing or wrong, or backups left without
+    a manifest or journal. Reading such a file from the disk would plan from patched bytes (and
+    take our own DDTREE member for SGLang's)."""
     journal = load_journal(install)
     manifest = load_manifest(install)
     changes = journal.changes if journal else manifest.changes if manifest else None
-    if changes is None or not same_release(install, changes):  # none, or stale after an upgrade
+    if changes is None:
+        check_no_orphans(install)
         return PristineView(install, {}, frozenset())
-    paths = StatePaths(install)
+    if not same_release(install, changes):  # stale after an upgrade: nothing of it is left
+        return PristineView(install, {}, frozenset())
+    backups, broken = needed_backups(install, changes)
+    if broken:
+        raise broken_backups(install, broken)
     prefix = package_prefix(install) + "/"
-    originals = {}
-    for e in changes.edited:
-        backup = paths.original(e.path)
-        on_disk = fsio.sha256_file(checked_path(install, e.path))
-        if on_disk == e.sha256_after and fsio.sha256_file(backup) == e.sha256_before:
-            originals[e.path.removeprefix(prefix)] = backup
+    originals = {rel.removeprefix(prefix): path for rel, path in backups.items() if rel.startswith(prefix)}
     added = frozenset(
         a.path.removeprefix(prefix)
         for a in changes.added
         if fsio.sha256_file(checked_path(install, a.path)) == a.sha256
     )
     return PristineView(install, originals, added)
+
+
+def needed_backups(install: Install, changes: Changes) -> tuple[dict[str, Path], list[str]]:
+    """The backup of every file (RECORD too) that no longer holds its original bytes, and those
+    of them whose backup is missing or differs from the manifest's hash (no revert can restore
+    them: the state is damaged)."""
+    paths = StatePaths(install)
+    entries = [(e.path, e.sha256_before, False) for e in changes.edited]
+    if changes.record and same_release(install, changes):
+        entries.append((changes.record.path, changes.record.sha256_before, True))
+    backups, broken = {}, []
+    for rel, before, is_record in entries:
+        if fsio.sha256_file(checked_path(install, rel, record=is_record)) == before:
+            continue
+        backup = paths.original(rel)
+        found = fsio.sha256_file(backup)
+        if found == before:
+            backups[rel] = backup
+        else:
+            broken.append(f"{rel} ({'missing' if found is None else 'damaged'}: {backup})")
+    return backups, broken
+
+
+def broken_backups(install: Install, broken: list[str]) -> CorruptState:
+    return damaged(
+        f"the backup of {len(broken)} file(s) is missing or damaged, so they cannot be restored: "
+        f"{', '.join(broken)}",
+        install,
+    )
+
+
+def install_state(install: Install) -> str:
+    """The state an apply or revert moves on (manifest and journal), as one digest.
+
+    Taken before planning (`Plan.base`): a plan built while the install was patched describes
+    that install, and is stale once a revert (or another apply) ran.
+    """
+    paths = StatePaths(install)
+    check_state_folder(install)
+    digest = hashlib.sha256()
+    for path in (paths.manifest, paths.journal):
+        digest.update(f"{path.name} {fsio.sha256_file(path) or '-'}\n".encode())
+    return digest.hexdigest()
+
+
+def state_files(install: Install, changes: Changes) -> list[str]:
+    """The files an apply leaves in the state folder (and the lock), relative to site-packages.
+
+    RECORD lists them, so `pip uninstall sglang` removes them with the package. The journal is
+    not listed: it is gone when apply ends.
+    """
+    paths = StatePaths(install)
+    files = [paths.lock, paths.manifest]
+    files += [paths.original(e.path) for e in changes.edited]
+    files += [paths.original(b.path) for b in changes.bytecode]
+    current_record = record_rel(install)
+    if current_record is not None and install.record.is_file():
+        files.append(paths.original(current_record))
+    files += [paths.patched(e.path) for e in changes.edited]
+    files += [paths.patched(a.path) for a in changes.added]
+    return sorted(f.relative_to(install.site_packages).as_posix() for f in files)
+
+
+def overwritten_folder(install: Install) -> Path:
+    """A new folder beside the state for the bytes `revert --force` overwrites (hand edits).
+
+    Named for the time, files under their site-packages path (`diff -r` against site-packages
+    works); never read back, never removed by the tool: the user's to keep or delete.
+    """
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = install.state_dir.with_name(f"{install.state_dir.name}.overwritten-{stamp}")
+    folder, n = base, 1
+    while os.path.lexists(folder):
+        n += 1
+        folder = base.with_name(f"{base.name}-{n}")
+    return folder
+
+
+def check_no_orphans(install: Install) -> None:
+    """Refuse (damaged) backups left without a manifest or journal that differ from the disk."""
+    orphans = orphan_backups(install)
+    if orphans:
+        raise damaged(
+            f"{StatePaths(install).root} holds backups but no manifest or journal, and "
+            f"{len(orphans)} file(s) differ from them ({', '.join(orphans[:3])}"
+            f"{', ...' if len(orphans) > 3 else ''})",
+            install,
+        )
 
 
 def orphan_backups(install: Install) -> list[str]:

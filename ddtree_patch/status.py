@@ -10,7 +10,9 @@ Read-only: compares the files on disk with the hashes in the manifest (or journa
   than the one patched, or none of the files holds the patch); `apply` patches the new files.
 - interrupted: a journal is left by a crashed apply/revert; the next apply/revert recovers first.
 - damaged: backups without a manifest or journal that differ from the files on disk (someone
-  moved the manifest away); nothing deletes them, the advice is a reinstall.
+  moved the manifest away), or a file the patch changed whose backup is missing or wrong (no
+  revert could restore it); nothing deletes them, the advice is a reinstall.
+- native: no state, and SGLang defines DDTREE itself (`native.py`); `apply` refuses.
 
 Status waits (briefly) for a running apply/revert, so it never reads a half-written install.
 """
@@ -22,20 +24,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from filelock import FileLock, Timeout
-
-from ddtree_patch import fsio
+from ddtree_patch import fsio, lockfile
 from ddtree_patch.native import native_ddtree
 from ddtree_patch.model import Install, Plan
+from ddtree_patch.errors import CorruptState
 from ddtree_patch.state import (
     Changes,
     StatePaths,
+    broken_backups,
+    check_no_orphans,
     checked_path,
     check_state_folder,
-    damaged_advice,
     load_journal,
     load_manifest,
-    orphan_backups,
+    needed_backups,
     plan_digest,
     same_release,
 )
@@ -141,21 +143,17 @@ def drift_report(install: Install, states: tuple[FileState, ...]) -> tuple[FileD
 
 @contextmanager
 def _read_lock(install: Install, timeout: float) -> Iterator[bool]:
-    """Hold the install's lock while reading, if there is one; yields True when it is busy.
+    """Hold the install's lock (shared) while reading, if there is one; yields True when busy.
 
-    No lock file: no revert can be running (the first apply creates it), and an apply writes the
-    manifest only after verifying, so reading without it is safe. An unwritable lock file (a
-    read-only install) cannot be held by a writer either.
+    No lock file: no transaction is running (each one takes it, and the last removes it only
+    with the state), and an apply writes the manifest only after verifying, so reading without
+    it is safe. A lock file this user cannot open cannot be held by a writer either.
     """
     check_state_folder(install)
     path = StatePaths(install).lock
-    if not path.exists():
-        yield False
-        return
-    lock = FileLock(path, timeout=timeout)
     try:
-        lock.acquire()
-    except Timeout:
+        fd = lockfile.acquire(path, timeout, shared=True, create=False)
+    except lockfile.Busy:
         yield True
         return
     except OSError:
@@ -164,7 +162,8 @@ def _read_lock(install: Install, timeout: float) -> Iterator[bool]:
     try:
         yield False
     finally:
-        lock.release()
+        if fd is not None:
+            lockfile.release(fd, path)
 
 
 def status(
@@ -210,28 +209,32 @@ def _status(
             **base,
         )
     manifest = load_manifest(install)
-    native = native_ddtree(install) if manifest is None else []
-    if native:
-        return Status(state="native", busy=busy, advice=(
-            "this SGLang ships DDTREE itself (" + "; ".join(native) + "); use it as it is: "
-            "`ddtree-patch apply` refuses to patch over it"), **base)
     if manifest is None:
-        orphans = orphan_backups(install)
-        if orphans:
-            return Status(
-                state="damaged",
-                advice=(
-                    f"{len(orphans)} backup(s) without a manifest differ from the files on disk "
-                    f"({', '.join(orphans[:3])}{', ...' if len(orphans) > 3 else ''}); "
-                    + damaged_advice(install)
-                ),
-                busy=busy,
-                **base,
-            )
+        try:  # backups a moved manifest left behind: our own patch, not SGLang's DDTREE
+            check_no_orphans(install)
+        except CorruptState as exc:
+            return Status(state="damaged", advice=exc.message, busy=busy, **base)
+        native = native_ddtree(install)
+        if native:
+            return Status(state="native", busy=busy, advice=(
+                "this SGLang ships DDTREE itself (" + "; ".join(native) + "); use it as it is: "
+                "`ddtree-patch apply` refuses to patch over it"), **base)
         plan_current = None if current_plan is None else False
         return Status(state="pristine", advice="", busy=busy, plan_current=plan_current, **base)
     states = file_states(install, manifest.changes)
     state = classify(states)
+    broken = needed_backups(install, manifest.changes)[1] if states else []
+    if broken:  # no revert could restore these files: say so before anyone needs it
+        return Status(
+            state="damaged",
+            advice=broken_backups(install, broken).message,
+            tool_version=manifest.tool_version,
+            applied_at=manifest.applied_at,
+            patched_version=manifest.sglang_version,
+            files=states,
+            busy=busy,
+            **base,
+        )
     plan_current = None
     if current_plan is not None:
         plan_current = state == "patched" and manifest.changes.plan_digest == plan_digest(

@@ -32,6 +32,9 @@ def contract_warnings(install: Install) -> tuple[str, ...]:
             return (f"DDTREE has no worker adapter for the DFlash worker of SGLang {install.version}: "
                     "the server will refuse DDTREE at start",)
         found = contract.problems(adapter, root)
-        return (contract.refusal(found, install.version),) if found else ()
+    except (OSError, SyntaxError, ValueError) as error:  # the patch is written: its check cannot undo that
+        return (f"the worker-contract check could not read the patched SGLang ({type(error).__name__}: {error}); "
+                "the server runs it again when it starts DDTREE",)
     finally:
         del sys.modules[_MODULE]
+    return (contract.refusal(found, install.version),) if found else ()

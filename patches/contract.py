@@ -33,6 +33,7 @@ The server runs `problems` when it creates the DDTree worker and refuses DDTREE 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 from collections import deque
 from dataclasses import dataclass, field
@@ -253,8 +254,17 @@ class ClassInfo:
         return any(c.defines_here(name) for c in self.mro())
 
 
+def _source(path: Path) -> str:
+    """A module's text as Python decodes it on import: a UTF-8 BOM or a PEP 263 coding cookie
+    is honoured (a release may ship either), newlines made universal."""
+    try:
+        return importlib.util.decode_source(path.read_bytes())
+    except (SyntaxError, UnicodeDecodeError) as error:  # a wrong cookie, bytes that do not decode
+        raise SyntaxError(f"{path} does not decode as Python source: {error}") from error
+
+
 def _parse(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return ast.parse(_source(path), filename=str(path))
 
 
 def _imports(tree: ast.Module, module: str) -> dict[str, tuple[str, str]]:
@@ -392,7 +402,7 @@ def release_calls(root: Path, adapter: Adapter, methods: set[str], family: tuple
     files |= {f for f in (module_file(root, a.base_module) for a in family) if f is not None}
     sites = []
     for path in sorted(files):
-        text = path.read_text(encoding="utf-8")
+        text = _source(path)
         if not any(f".{m}" in text for m in methods):
             continue
         tree = ast.parse(text, filename=str(path))

@@ -14,4 +14,9 @@ status=0
 "$venv/bin/ddtree-patch" audit || status=$?   # 1 = an UNHANDLED site, listed above
 echo "== ddtree-patch apply --dry-run"
 "$venv/bin/ddtree-patch" apply --dry-run
+# The venv is not activated in the caller's shell, so `ddtree-patch` alone is not on its PATH:
+# name the command by its full path (the lines above name it as an activated venv would).
+bin=$(printf '%q' "$PWD/$venv/bin")
+echo "== next (this venv is not activated, so ddtree-patch is not on your PATH):"
+echo "  $bin/ddtree-patch apply        (or: source $bin/activate, then: ddtree-patch apply)"
 exit "$status"

@@ -143,3 +143,12 @@ def test_interrupted_install_is_reported_by_status_and_audit(site):
     for verb in ("status", "audit"):
         rc, doc = _run(verb, "--target", str(site))
         assert rc == 1 and doc["state"] == "interrupted" and "ddtree-patch apply" in doc["next"], (verb, doc)
+
+
+def test_version_is_the_installed_distributions():
+    """`ddtree-patch --version`: the version pip installed (importlib.metadata), also in every --json document."""
+    from importlib.metadata import version
+
+    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == f"ddtree-patch {version('ddtree-patch')}\n", done.stdout
+    assert __version__ == version("ddtree-patch")

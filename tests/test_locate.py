@@ -133,3 +133,37 @@ def test_cli_reports_one_line_and_exit_code(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith("error: no sglang package")
     assert len(lines) == 2 and lines[1].startswith("next: ddtree-patch audit --target")  # the message names no command
+
+
+@pytest.mark.parametrize("prints,what", [
+    (b"42\n", "(it printed '42')"),
+    (b"{}\n", "(it printed '{}')"),
+    (b"[1,2]\n", "(it printed '[1,2]')"),
+    (b'{"origins": "x", "dists": 1, "python": 3}\n', "(its answer has fields of the wrong type"),
+    (b'{"origins": [], "dists": [{"path": 1, "direct_url": "{}"}], "python": "p"}\n',
+     "(its answer has fields of the wrong type"),
+    (b"\xff\xfe not utf-8\n", "(it printed bytes that are not UTF-8)"),
+])
+def test_an_interpreter_that_answers_wrongly_is_named_in_one_line(tmp_path, prints, what):
+    """`--python` at a program that prints something other than the probe's answer: exit 2, one
+    `error:` line naming the program and what it printed, then what to run; no traceback."""
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!{sys.executable}\nimport sys\nsys.stdout.buffer.write({prints!r})\n")
+    fake.chmod(0o755)
+    for as_json in (False, True):
+        done = subprocess.run([sys.executable, "-m", "ddtree_patch", "status", "--python", str(fake),
+                               *(["--json"] if as_json else [])], capture_output=True, text=True)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+        message = json.loads(done.stdout)["error"]["message"] if as_json else done.stderr.splitlines()[0]
+        assert message.startswith(f"error: --python {fake} did not answer like a Python interpreter" if not as_json
+                                  else f"--python {fake} did not answer like a Python interpreter"), message
+        assert what in message and message.endswith("pass a Python interpreter (e.g. /path/to/venv/bin/python)")
+
+
+def test_a_damaged_direct_url_is_named_not_a_traceback():
+    damaged = [{"path": "/a/sglang-1.dist-info", "direct_url": "not json"}]
+    with pytest.raises(NotInstalled, match="direct_url.json is not a JSON object .* -m pip install --force-reinstall"):
+        _from_probe(_probe(["/a/sglang"], damaged), False)
+    listed = [{"path": "/a/sglang-1.dist-info", "direct_url": "[1]"}]
+    with pytest.raises(NotInstalled, match="the install is damaged"):
+        _from_probe(_probe(["/a/sglang"], listed), False)

@@ -101,3 +101,34 @@ def test_pristine_view_reads_backups_while_patched(install):
     assert view.read("srt/server_args.py") == plan.edits[1].before
     assert view.read("version.py") == (install.package_dir / "version.py").read_bytes()
     assert view.added == {a.path for a in plan.added}
+
+
+def test_pristine_view_reads_the_backup_of_a_file_changed_since_apply(install):
+    """A hand-edited (or deleted) patched file: the original is its backup, never the disk (whose
+    bytes hold our edits, e.g. our DDTREE member, which the engine would take for SGLang's)."""
+    plan = handmade_plan(install)
+    apply_plan(plan, "1")
+    target = install.package_dir / "srt" / "server_args.py"
+    target.write_bytes(target.read_bytes() + b"# hand edit\n")
+    assert pristine_view(install).read("srt/server_args.py") == plan.edits[1].before
+    target.unlink()
+    assert pristine_view(install).read("srt/server_args.py") == plan.edits[1].before
+
+
+@pytest.mark.parametrize("how", ["a backup missing", "a backup damaged", "the manifest moved away"])
+def test_pristine_view_refuses_a_state_that_cannot_give_the_originals(install, how):
+    apply_plan(handmade_plan(install), "1")
+    paths = StatePaths(install)
+    backup = paths.original("sglang/srt/server_args.py")
+    if how == "a backup missing":
+        backup.unlink()
+    elif how == "a backup damaged":
+        backup.write_bytes(b"not the original\n")
+    else:
+        paths.manifest.rename(install.site_packages / "manifest.json")
+    with pytest.raises(CorruptState) as err:
+        pristine_view(install)
+    assert err.value.exit_code == 8 and "Do not delete" in err.value.message
+    assert err.value.next == (
+        f"pip install --force-reinstall --no-deps --upgrade --target {install.site_packages} sglang==0.5.99"
+    )

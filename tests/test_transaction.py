@@ -12,6 +12,7 @@ import struct
 import subprocess
 import sys
 import venv
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,11 +22,12 @@ from ddtree_patch import fsio
 from ddtree_patch.errors import Drift, EngineError, LockHeld, NotInstalled, PlanMismatch, ReadOnly, WriteFailed
 from ddtree_patch.model import AddedFile, FileEdit, Plan
 from ddtree_patch.record import verify_record
-from ddtree_patch.state import StatePaths
+from ddtree_patch.render import result_lines
+from ddtree_patch.state import StatePaths, install_state
 from ddtree_patch.status import status
-from ddtree_patch.transaction import apply_plan, revert
+from ddtree_patch.transaction import Recovery, apply, apply_plan, revert
 from tests.tiny_install import make_tiny_install
-from tests.txn_helpers import TINY_EDITS, handmade_plan, snapshot
+from tests.txn_helpers import TINY_EDITS, FaultAt, handmade_plan, snapshot
 
 WRITE_BYTECODE = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -52,7 +54,10 @@ def test_apply_then_revert_is_byte_identical_and_record_stays_valid(install):
     record = install.record.read_text()
     assert "sglang/srt/speculative/ddtree/kernels/__init__.py,sha256=" in record
     assert not list((install.package_dir / "srt" / "__pycache__").glob("server_args.*.pyc"))
-    assert "server_args.cpython" not in record  # the moved-away bytecode is no longer listed
+    rows = [line.split(",")[0] for line in record.splitlines()]
+    assert not [r for r in rows if r.startswith("sglang/srt/__pycache__/server_args.")]  # moved away
+    # the state apply leaves is listed, so pip uninstall removes it with the package
+    assert ".ddtree-patch/sglang/manifest.json" in rows and ".ddtree-patch/sglang.lock" in rows
 
     reverted = revert(install)
     assert reverted.action == "reverted" and not reverted.forced
@@ -132,7 +137,10 @@ def test_a_plan_built_on_patched_files_is_refused(install):
     plan = handmade_plan(install)
     apply_plan(plan, "1.0")
     on_patched = Plan(
-        install, [FileEdit(e.path, e.after, e.after + b"\n") for e in plan.edits], plan.added
+        install,
+        [FileEdit(e.path, e.after, e.after + b"\n") for e in plan.edits],
+        plan.added,
+        install_state(install),
     )
     with pytest.raises(PlanMismatch, match="pristine"):
         apply_plan(on_patched, "2.0")
@@ -345,14 +353,14 @@ def test_pip_uninstall_removes_every_file_the_patch_added(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     left = sorted(p.relative_to(site).as_posix() for p in Path(site).rglob("*"))
-    assert not [p for p in left if p.startswith("sglang")], left
+    assert left == [], left  # the state folder and lock too: RECORD lists them while patched
 
 
 def test_a_plan_that_drops_the_applied_edits_is_refused(install):
     """What an engine scanning the patched files produces: nothing left to edit, only drop-ins."""
     apply_plan(handmade_plan(install), "1.0")
     tree = snapshot(install.site_packages)
-    only_dropins = Plan(install, [], handmade_plan(install).added)
+    only_dropins = Plan(install, [], handmade_plan(install).added, install_state(install))
     for tool_version in ("1.0", "2.0"):
         with pytest.raises(PlanMismatch, match="built from the patched files"):
             apply_plan(only_dropins, tool_version)
@@ -372,3 +380,135 @@ def test_a_bare_package_without_dist_info_round_trips(install):
     assert install.record.read_bytes() == record  # without a dist-info, RECORD is not ours
     revert(bare)
     assert snapshot(install.site_packages) == pristine
+
+
+# Issue 47, 6: what a revert and a refused apply leave behind, and what pip uninstall removes.
+def test_a_revert_or_a_refused_apply_leaves_nothing_of_ours(install):
+    pristine = snapshot(install.site_packages, with_state=True)
+    apply_plan(handmade_plan(install), "1.0")
+    assert revert(install).action == "reverted"
+    assert snapshot(install.site_packages, with_state=True) == pristine  # no empty lock file either
+    plan = handmade_plan(install)
+    (install.package_dir / "srt" / "server_args.py").write_bytes(b"changed after planning\n")
+    with pytest.raises(PlanMismatch):  # refused under the lock
+        apply_plan(plan, "1.0")
+    assert not (install.site_packages / ".ddtree-patch").exists()
+
+
+def test_a_revert_that_recovers_an_interrupted_apply_says_so(install):
+    pristine = snapshot(install.site_packages, with_state=True)
+
+    def broken_disk(op, path):
+        raise OSError(errno.EIO, "injected", str(path))  # the rollback fails too: journal kept
+
+    fsio.fault_hook = FaultAt(12, broken_disk, persistent=True)
+    try:
+        with pytest.raises(WriteFailed, match="journal is kept"):
+            apply_plan(handmade_plan(install), "1.0")
+    finally:
+        fsio.fault_hook = None
+    result = revert(install)
+    assert (result.action, result.recovered) == ("reverted", Recovery("apply", "rolled back"))
+    lines = result_lines(result, "")
+    assert lines[0] == "reverted" and "recovered an interrupted apply: rolled back" in lines
+    assert not any("nothing to revert" in line for line in lines)
+    assert snapshot(install.site_packages, with_state=True) == pristine
+
+
+def test_revert_force_keeps_the_bytes_it_overwrites_and_says_where(install):
+    pristine = snapshot(install.site_packages)
+    apply_plan(handmade_plan(install), "1.0")
+    edited = install.package_dir / "srt" / "server_args.py"
+    edited.write_bytes(edited.read_bytes() + b"HAND_EDIT = 1\n")
+    dropin = install.package_dir / "srt" / "speculative" / "ddtree" / "__init__.py"
+    dropin.write_bytes(b"# my own notes\n")
+    hand = {"sglang/srt/server_args.py": edited.read_bytes(),
+            "sglang/srt/speculative/ddtree/__init__.py": dropin.read_bytes()}
+    result = revert(install, force=True)
+    assert snapshot(install.site_packages) == pristine
+    kept = Path(result.kept_edits)
+    assert kept.parent == install.site_packages / ".ddtree-patch"
+    assert {p.relative_to(kept).as_posix(): p.read_bytes() for p in kept.rglob("*") if p.is_file()} == hand
+    assert f"kept what --force overwrote (your edits) in {kept}" in result_lines(result, "")
+    assert json.loads(json.dumps(dataclasses.asdict(result)))["kept_edits"] == str(kept)
+    assert sorted(p.name for p in kept.parent.iterdir()) == [kept.name]  # the state and lock are gone
+    assert revert(install).action == "nothing to revert" and kept.is_dir()  # the copies are the user's
+    apply_plan(handmade_plan(install), "1.0")
+    assert revert(install, force=True).kept_edits is None  # nothing overwritten: nothing kept
+
+
+@contextmanager
+def _read_only_mount(root: Path):
+    """What a read-only mount does to every write under `root` (root passes permission bits)."""
+    real_open, real_mkdir = os.open, os.mkdir
+    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+    def open_(path, flags, mode=0o777, **kw):
+        if Path(path).is_relative_to(root) and flags & writes:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_open(path, flags, mode, **kw)
+
+    def mkdir(path, mode=0o777, **kw):
+        if Path(path).is_relative_to(root):
+            if os.path.lexists(path):  # the kernel says EEXIST before EROFS
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return real_mkdir(path, mode, **kw)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", open_)
+        patch.setattr(os, "mkdir", mkdir)
+        yield
+
+
+def test_apply_on_a_read_only_install_that_holds_the_plan_is_the_no_op(install):
+    with _read_only_mount(install.site_packages):  # not patched: apply needs to write
+        with pytest.raises(ReadOnly):
+            apply(install, handmade_plan, "1.0")
+    apply_plan(handmade_plan(install), "1.0")
+    patched = snapshot(install.site_packages, with_state=True)
+    with _read_only_mount(install.site_packages):
+        assert apply(install, handmade_plan, "1.0").action == "unchanged"
+        assert apply_plan(handmade_plan(install), "1.0").action == "unchanged"
+        with pytest.raises(ReadOnly) as err:  # another plan or tool version would write
+            apply(install, lambda i: handmade_plan(i, marker="v2"), "1.0")
+        assert err.value.exit_code == 7
+        with pytest.raises(ReadOnly):
+            apply(install, handmade_plan, "2.0")
+    assert snapshot(install.site_packages, with_state=True) == patched
+
+
+READ_ONLY_CLI = """
+import errno, os, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+real_open, real_mkdir = os.open, os.mkdir
+def open_(path, flags, mode=0o777, **kw):
+    if Path(path).is_relative_to(root) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+    return real_open(path, flags, mode, **kw)
+def mkdir(path, mode=0o777, **kw):
+    if Path(path).is_relative_to(root):
+        if os.path.lexists(path):  # the kernel says EEXIST before EROFS
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+    return real_mkdir(path, mode, **kw)
+os.open, os.mkdir = open_, mkdir
+from ddtree_patch.cli import main
+sys.argv = ["ddtree-patch", "apply", "--target", str(root)]
+main()
+"""
+
+
+def test_the_cli_apply_on_a_patched_read_only_mount_exits_0(tmp_path):
+    root = Path(__file__).resolve().parent.parent
+    site = Path(shutil.copytree(root / "fixtures" / "mini_site", tmp_path / "site"))
+    env = {**os.environ, "DDTREE_PATCH_CACHE": "off"}
+    read_only_apply = [sys.executable, "-c", READ_ONLY_CLI, str(site)]
+    first = subprocess.run(read_only_apply, capture_output=True, text=True, env=env, cwd=root)
+    assert first.returncode == 7 and "nothing was written" in first.stderr, first.stderr
+    done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
+                          capture_output=True, text=True, env=env, cwd=root)
+    assert done.returncode == 0, done.stderr
+    again = subprocess.run(read_only_apply, capture_output=True, text=True, env=env, cwd=root)
+    assert again.returncode == 0 and again.stdout.startswith("unchanged"), again.stdout + again.stderr

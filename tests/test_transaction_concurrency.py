@@ -6,6 +6,7 @@ ends pristine or fully patched, byte for byte, and no process prints a traceback
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import random
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from ddtree_patch import lockfile
 from ddtree_patch.record import verify_record
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply_plan
@@ -196,3 +198,30 @@ def test_apply_revert_and_status_racing_always_end_whole(tmp_path):
                 assert not install.state_dir.exists(), f"round {n}"
             assert verify_record(install.record) == [], f"round {n}"
         assert seen == {"pristine", "patched"}  # both orders happened
+
+
+def test_a_lock_file_its_holder_removes_is_never_held_twice(tmp_path, monkeypatch):
+    """The holder that leaves nothing behind unlinks the lock file while a taker has it open: the
+    taker must end up holding the file at the path, or a third taker would get one too."""
+    path = tmp_path / ".ddtree-patch" / "sglang.lock"
+    holder = lockfile.acquire(path, 1)
+    real_flock = fcntl.flock
+
+    calls: list[int] = []
+
+    def the_holder_leaves_first(fd, operation):
+        calls.append(fd)
+        if len(calls) == 1:  # between the taker's first open and its flock
+            lockfile.release(holder, path, remove=True)
+        return real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", the_holder_leaves_first)
+    taker = lockfile.acquire(path, 5)
+    monkeypatch.undo()
+    with pytest.raises(lockfile.Busy):
+        lockfile.acquire(path, 0.2)
+    with pytest.raises(lockfile.Busy):
+        lockfile.acquire(path, 0.2, shared=True, create=False)  # a status waits too
+    lockfile.release(taker, path, remove=True)
+    assert not path.parent.exists()
+    assert lockfile.acquire(path, 0, shared=True, create=False) is None  # no file: nothing to wait for

@@ -87,6 +87,31 @@ def test_a_fitting_adapter_has_no_problems(tmp_path):
     assert contract.problems(ADAPTER_SPEC, _tree(tmp_path)) == []
 
 
+@pytest.mark.parametrize("head", [b"\xef\xbb\xbf", b"# -*- coding: latin-1 -*-\n# (c) Se\xf1or\n"])
+def test_sources_are_read_as_python_reads_them(tmp_path, head):
+    """A UTF-8 BOM or a PEP 263 coding cookie (SGLang may ship either): read as on import, not as plain utf-8."""
+    tree = _tree(tmp_path)
+    for rel in ("pkg/base.py", "pkg/tree.py", "sglang/srt/managers/scheduler.py"):
+        (tree / rel).write_bytes(head + (tree / rel).read_bytes())
+    assert contract.problems(ADAPTER_SPEC, tree) == []
+
+
+def test_a_release_the_check_cannot_read_is_a_warning_not_a_crash(tmp_path):
+    """After apply has written the patch, an unreadable release file (bytes that are not UTF-8, no
+    cookie) makes the check a warning: the patch is in place, so apply still reports success."""
+    import shutil
+
+    from ddtree_patch.model import Install
+
+    ddtree = tmp_path / "sglang/srt/speculative/ddtree"
+    ddtree.mkdir(parents=True)
+    shutil.copy(REPO / "patches" / "contract.py", ddtree / "contract.py")
+    (tmp_path / "sglang/srt/speculative/dflash_worker_v2.py").write_bytes(b"# caf\xe9\nclass DFlashWorkerV2: pass\n")
+    warnings = contract_warnings(Install(tmp_path, tmp_path / "sglang", None, "0.5.23"))
+    assert len(warnings) == 1 and "could not read the patched SGLang" in warnings[0], warnings
+    assert "dflash_worker_v2.py does not decode as Python source" in warnings[0], warnings
+
+
 def test_a_scheduler_keyword_from_a_kwargs_dict_is_caught(tmp_path):
     scheduler = SCHEDULER.replace('kwargs["on_publish"] = print', 'kwargs["on_publish"] = print\n        kwargs["pp_proxy_tensors"] = None')
     found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, scheduler=scheduler))
@@ -405,6 +430,28 @@ def test_the_adapter_fits_each_release_after_apply(fresh_release, version):
     found = contract.problems(adapter, site)
     assert found == [], f"{adapter.name} drifted from SGLang {version}:\n" + "\n".join(found)
     assert warnings == () and "warning: DDTREE" not in done.stdout
+
+
+@pytest.mark.slow
+def test_a_release_file_with_a_bom_is_patched_and_reported_as_applied(fresh_release, tmp_path):
+    """scheduler.py (edited by the patch and read by the contract check) and the DFlash worker start
+    with a UTF-8 BOM: apply succeeds and says so, status is patched, revert is byte-exact."""
+    import shutil
+
+    site = fresh_release("0.5.23")
+    for rel in ("sglang/srt/managers/scheduler.py", "sglang/srt/speculative/dflash_worker_v2.py"):
+        (site / rel).write_bytes(b"\xef\xbb\xbf" + (site / rel).read_bytes())
+    pristine = Path(shutil.copytree(site, tmp_path / "pristine"))
+    done = _apply(site)
+    assert done.stdout.startswith("applied") and "Traceback" not in done.stderr and "warning:" not in done.stdout
+    assert (site / "sglang/srt/managers/scheduler.py").read_bytes().startswith(b"\xef\xbb\xbf# Copyright")
+    assert contract.problems(contract.V2, site) == []
+    cli = [sys.executable, "-m", "ddtree_patch"]
+    status = subprocess.run([*cli, "status", "--target", str(site)], capture_output=True, text=True, cwd=REPO)
+    assert status.returncode == 0 and status.stdout.startswith("state: patched"), status.stdout + status.stderr
+    subprocess.run([*cli, "revert", "--target", str(site)], check=True, capture_output=True, cwd=REPO)
+    files = lambda root: {p.relative_to(root): p.read_bytes() for p in (root / "sglang").rglob("*") if p.is_file()}
+    assert files(site) == files(pristine)
 
 
 @pytest.mark.slow

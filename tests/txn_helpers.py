@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ddtree_patch.model import AddedFile, FileEdit, Install, Plan
-from ddtree_patch.state import pristine_view
+from ddtree_patch.state import install_state, pristine_view
 
 TINY_EDITS = (
     "srt/speculative/spec_info.py",
@@ -30,8 +30,10 @@ def handmade_plan(
 ) -> Plan:
     """A plan like the engine's: append a line to each edited file, drop two new modules in.
 
-    Built from the pristine view, as the engine must, so it is the same on a patched install.
+    Built from the pristine view, as the engine must, so it is the same on a patched install;
+    records the install's state first, as the engine does (`Plan.base`).
     """
+    base = install_state(install)
     view = pristine_view(install)
     file_edits = []
     for path in edits:
@@ -40,7 +42,7 @@ def handmade_plan(
         after = before + newline + f"DDTREE_TEST_MARKER = {marker!r}".encode() + newline
         file_edits.append(FileEdit(path, before, after))
     added = [AddedFile(path, data + f"# {marker}\n".encode()) for path, data in ADDED.items()]
-    return Plan(install, file_edits, added)
+    return Plan(install, file_edits, added, base)
 
 
 _hashes: dict[str, tuple[tuple[int, ...], str]] = {}
@@ -60,11 +62,12 @@ def _sha256(path: Path) -> str:
     return cached[1]
 
 
-def snapshot(root: Path) -> dict[str, str]:
-    """sha256 of every file and a marker for every folder under root, except the state folder."""
+def snapshot(root: Path, *, with_state: bool = False) -> dict[str, str]:
+    """sha256 of every file and a marker for every folder under root, except the state folder
+    (unless `with_state`: a full revert must leave nothing of ours behind)."""
     tree = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != ".ddtree-patch"]
+        dirnames[:] = [d for d in dirnames if with_state or d != ".ddtree-patch"]
         base = Path(dirpath)
         for d in dirnames:
             tree[(base / d).relative_to(root).as_posix() + "/"] = "dir"

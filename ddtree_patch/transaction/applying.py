@@ -1,12 +1,23 @@
-"""apply: under one lock, recover, plan from the disk as it is now, decide, write or roll back."""
+"""apply: under one lock, recover, plan from the disk as it is now, decide, write or roll back.
+
+A plan built earlier (`apply_plan`) is first checked to still describe the install; a read-only
+install that already holds the plan is the no-op it is anywhere else.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from ddtree_patch.errors import Drift, WriteFailed
+from ddtree_patch.errors import Drift, EngineError, PlanMismatch, ReadOnly, WriteFailed
 from ddtree_patch.model import Install, Plan
-from ddtree_patch.state import load_manifest, plan_digest, python_description
+from ddtree_patch.state import (
+    StatePaths,
+    install_state,
+    load_journal,
+    load_manifest,
+    plan_digest,
+    python_description,
+)
 from ddtree_patch.status import classify, drift_report, file_states
 from ddtree_patch.transaction.changes import list_changes
 from ddtree_patch.transaction.plan_check import (
@@ -24,7 +35,7 @@ from ddtree_patch.transaction.restore import (
     restore_pristine,
     verify_pristine,
 )
-from ddtree_patch.transaction.results import ApplyResult
+from ddtree_patch.transaction.results import ApplyResult, Recovery
 from ddtree_patch.transaction.reverting import revert_locked
 from ddtree_patch.transaction.section import DEFAULT_LOCK_TIMEOUT, Progress, Steps, failure, locked
 from ddtree_patch.transaction.write import write_patch
@@ -45,8 +56,12 @@ def apply(
 
     `make_plan(install)` runs after the lock is taken and any crash recovered, so no other
     apply or revert can change the files between planning and writing (the CLI's path).
+    A read-only install that already holds exactly this plan is the usual no-op.
     """
-    check_writable(install_dirs(install))
+    try:
+        check_writable(install_dirs(install))
+    except ReadOnly as exc:
+        return _read_only(install, make_plan, tool_version, lock_timeout, exc)
     return _apply(install, make_plan, tool_version, progress, lock_timeout, python, staged=False)
 
 
@@ -62,14 +77,83 @@ def apply_plan(
 
     The plan must be built from the pristine files (`state.pristine_view`), also when the install
     is already patched: then an older patch (other tool version or other content) is reverted and
-    the plan applied in its place. Under the lock the plan is checked against the disk again
-    (PlanMismatch, exit 11, when anything changed since it was built). `python` describes the
-    target interpreter for the manifest (default: the one running the tool).
+    the plan applied in its place. Under the lock the plan is checked against the install again
+    (PlanMismatch, exit 11): refused when an apply or revert ran since it was built (`Plan.base`
+    differs from `state.install_state`; unless the install now holds exactly this plan, a no-op),
+    or when a file changed. `python` describes the target interpreter for the manifest (default:
+    the one running the tool).
     """
     stage(plan)
-    check_writable(plan_dirs(plan))
+    if plan.base is None:
+        raise EngineError(
+            "the plan does not record the install's state it was built from (Plan.base): build it "
+            "with plan.build_plan, or set base=state.install_state(install) before reading files"
+        )
+    try:
+        check_writable(plan_dirs(plan))
+    except ReadOnly as exc:
+        return _read_only(plan.install, lambda _: plan, tool_version, lock_timeout, exc)
     return _apply(
         plan.install, lambda _: plan, tool_version, progress, lock_timeout, python, staged=True
+    )
+
+
+def _unchanged(
+    install: Install, plan: Plan, tool_version: str, recovered: Recovery | None = None
+) -> ApplyResult | None:
+    """The no-op result when the install holds exactly this plan of this tool version now."""
+    manifest = load_manifest(install)
+    if (
+        manifest is None
+        or manifest.tool_version != tool_version
+        or manifest.changes.plan_digest != plan_digest(plan)
+        or classify(file_states(install, manifest.changes)) != "patched"
+    ):
+        return None
+    return ApplyResult(
+        "unchanged",
+        tool_version,
+        install.version,
+        tuple(e.path for e in manifest.changes.edited),
+        tuple(a.path for a in manifest.changes.added),
+        str(install.state_dir),
+        recovered,
+    )
+
+
+def _read_only(
+    install: Install, make_plan: Planner, tool_version: str, lock_timeout: float, error: ReadOnly
+) -> ApplyResult:
+    """A read-only install (a read-only mount) already patched with this plan: the no-op, exit 0.
+
+    The lock is taken through a read-only descriptor (flock needs no write access), so no apply
+    or revert from a machine that can write runs meanwhile. Anything else needs writing: `error`.
+    """
+    if not StatePaths(install).manifest.is_file():
+        raise error
+    with locked(install, lock_timeout, Steps(None)):
+        if load_journal(install) is not None:  # an interrupted transaction: recovery writes
+            raise error
+        result = _unchanged(install, make_plan(install), tool_version)
+    if result is None:
+        raise error
+    return result
+
+
+def _check_plan_current(install: Install, plan: Plan, tool_version: str) -> None:
+    """Refuse a plan built before an apply or revert changed the install (caller holds the lock).
+
+    A plan describes the install as it was when planning began: built while patched, it was
+    not meant for the pristine install a revert left since (nor the reverse). Accepted only when
+    the state is as it was then, or the install holds exactly this plan now (nothing to write).
+    """
+    if install_state(install) == plan.base:
+        return
+    if load_journal(install) is None and _unchanged(install, plan, tool_version) is not None:
+        return
+    raise PlanMismatch(
+        "the install changed since the plan was built (an apply or revert ran in between); "
+        "nothing was written: build the plan again"
     )
 
 
@@ -85,6 +169,8 @@ def _apply(
 ) -> ApplyResult:
     step = Steps(progress)
     with locked(install, lock_timeout, step):
+        if staged:
+            _check_plan_current(install, make_plan(install), tool_version)
         recovered = recover_locked(install, step)
         clear_leftovers(install, step)  # refuses a state that still holds backups of value
         plan = make_plan(install)
@@ -105,19 +191,9 @@ def _apply(
         previous = None
         if manifest is not None and state == "patched":
             check_plan_covers_patch(plan, manifest, tool_version)
-            if (
-                manifest.tool_version == tool_version
-                and manifest.changes.plan_digest == plan_digest(plan)
-            ):
-                return ApplyResult(
-                    "unchanged",
-                    tool_version,
-                    install.version,
-                    tuple(e.path for e in manifest.changes.edited),
-                    tuple(a.path for a in manifest.changes.added),
-                    str(install.state_dir),
-                    recovered,
-                )
+            unchanged = _unchanged(install, plan, tool_version, recovered)
+            if unchanged is not None:
+                return unchanged
             check_restorable(install, manifest.changes, force=False)
             revert_locked(install, manifest, step, force=False)
             previous = manifest.tool_version

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import stat
 
@@ -17,6 +18,7 @@ from ddtree_patch.state import (
     checked_path,
     plan_digest,
     site_path,
+    state_files,
 )
 
 
@@ -28,7 +30,8 @@ def list_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
     """Every change the plan makes to the disk as it is now; writes nothing.
 
     Refuses (PlanMismatch) when a file differs from the plan's `before` bytes or became a link.
-    Also returns the new RECORD bytes (None without a RECORD).
+    Also returns the new RECORD bytes (None without a RECORD): the new hashes, the added files
+    and the state files apply leaves, so that pip uninstall removes all of it.
     """
     edited = []
     bytecode = []
@@ -83,6 +86,13 @@ def list_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
             if p_rel not in created:
                 created.append(p_rel)
         added.append(AddedEntry(rel, _sha(a.data), len(a.data)))
+    changes = Changes(
+        plan_digest=plan_digest(plan),
+        edited=tuple(edited),
+        added=tuple(added),
+        created_dirs=tuple(created),
+        bytecode=tuple(bytecode),
+    )
     record = None
     after = None
     if install.record is not None and install.record.is_file():
@@ -90,7 +100,12 @@ def list_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
         before = rec_path.read_bytes()
         files = {site_path(install, e.path): e.after for e in plan.edits}
         files.update({site_path(install, a.path): a.data for a in plan.added})
-        after = update_record(before, files=files, drop={b.path for b in bytecode})
+        after = update_record(
+            before,
+            files=files,
+            drop={b.path for b in bytecode},
+            listed=state_files(install, changes),
+        )
         st = rec_path.stat()
         record = RecordEntry(
             rec_path.relative_to(install.site_packages).as_posix(),
@@ -99,12 +114,4 @@ def list_changes(install: Install, plan: Plan) -> tuple[Changes, bytes | None]:
             stat.S_IMODE(st.st_mode),
             st.st_mtime_ns,
         )
-    changes = Changes(
-        plan_digest=plan_digest(plan),
-        edited=tuple(edited),
-        added=tuple(added),
-        created_dirs=tuple(created),
-        bytecode=tuple(bytecode),
-        record=record,
-    )
-    return changes, after
+    return dataclasses.replace(changes, record=record), after

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ddtree_patch import fsio
 from ddtree_patch.errors import CorruptState, Drift
 from ddtree_patch.model import Install
 from ddtree_patch.state import (
     StatePaths,
-    damaged_advice,
+    check_no_orphans,
     load_journal,
     load_manifest,
-    orphan_backups,
     same_release,
 )
 from ddtree_patch.status import classify, file_states
@@ -19,10 +20,13 @@ from ddtree_patch.transaction.results import Recovery
 from ddtree_patch.transaction.section import Steps
 
 
-def recover_locked(install: Install, step: Steps, *, force: bool = False) -> Recovery | None:
+def recover_locked(
+    install: Install, step: Steps, *, force: bool = False, keep: Path | None = None
+) -> Recovery | None:
     """Finish or roll back a transaction a crash left behind (caller holds the lock).
 
-    A file someone changed since the crash is never overwritten unless `force` (revert --force).
+    A file someone changed since the crash is never overwritten unless `force` (revert --force),
+    and then its bytes are kept first (in `keep`, see `restore_pristine`).
     A journal of another release (SGLang upgraded since the crash) describes files that are
     gone: its state is dropped without touching the package.
     """
@@ -44,11 +48,12 @@ def recover_locked(install: Install, step: Steps, *, force: bool = False) -> Rec
             fsio.unlink(StatePaths(install).journal)
             return Recovery("apply", "completed")
     try:
-        restore_pristine(install, journal.changes, step, force=force)
+        restore_pristine(install, journal.changes, step, force=force, keep=keep)
     except Drift as exc:
         raise CorruptState(
             f"cannot recover the interrupted {journal.op}: {exc.message} (journal "
-            f"{StatePaths(install).journal})"
+            f"{StatePaths(install).journal})",
+            next="ddtree-patch revert --force",
         ) from exc
     verify_pristine(install, journal.changes)
     remove_state(install, step)
@@ -65,12 +70,6 @@ def clear_leftovers(install: Install, step: Steps) -> None:
     paths = StatePaths(install)
     if not paths.root.exists() or paths.manifest.exists() or paths.journal.exists():
         return
-    orphans = orphan_backups(install)
-    if orphans:
-        raise CorruptState(
-            f"{paths.root} holds backups but no manifest or journal, and {len(orphans)} file(s) "
-            f"differ from them ({', '.join(orphans[:3])}{', ...' if len(orphans) > 3 else ''}); "
-            + damaged_advice(install)
-        )
+    check_no_orphans(install)
     step("remove the debris of an earlier crash from the state folder")
     fsio.rmtree(paths.root)

@@ -9,14 +9,21 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ddtree_patch import fsio
-from ddtree_patch.errors import CorruptState, Drift, VerifyFailed
+from ddtree_patch.errors import Drift, VerifyFailed
 from ddtree_patch.model import Install
-from ddtree_patch.state import Changes, StatePaths, checked_path, damaged_advice
+from ddtree_patch.state import (
+    Changes,
+    StatePaths,
+    broken_backups,
+    checked_path,
+    overwritten_folder,
+)
 from ddtree_patch.status import file_states
 from ddtree_patch.transaction.section import Steps
-from ddtree_patch.transaction.write import ensure_dir
+from ddtree_patch.transaction.write import ensure_dir, write_state_file
 
 
 @dataclass
@@ -25,6 +32,7 @@ class Restored:
     removed: list[str] = field(default_factory=list)
     forced: list[str] = field(default_factory=list)
     leftovers: list[str] = field(default_factory=list)
+    kept: Path | None = None  # where the bytes force overwrote or removed were copied
 
 
 @dataclass(frozen=True)
@@ -57,25 +65,27 @@ def _originals(changes: Changes) -> list[_Original]:
 
 def _plan_restore(
     install: Install, changes: Changes, *, force: bool
-) -> tuple[list[tuple[_Original, bytes | None]], list[str]]:
+) -> tuple[list[tuple[_Original, bytes | None]], dict[str, bytes | None]]:
     """Judge every file and read every backup needed; raises before anything is written.
 
     Returns the originals with the backup bytes to write (None: the file is original already)
-    and the files to overwrite because of force.
+    and the files to overwrite (or remove) because of force, with the bytes they hold now
+    (None: the file is gone), so that those bytes can be kept.
     """
     paths = StatePaths(install)
     todo: list[tuple[_Original, bytes | None]] = []
-    forced: list[str] = []
+    forced: dict[str, bytes | None] = {}
     bad: list[str] = []
     for o in _originals(changes):
-        current = fsio.sha256_file(checked_path(install, o.rel, record=o.is_record))
+        path = checked_path(install, o.rel, record=o.is_record)
+        current = fsio.sha256_file(path)
         if current == o.before:
             todo.append((o, None))
             continue
         if current != o.after:
             if not force:
                 raise _drifted(o.rel)
-            forced.append(o.rel)
+            forced[o.rel] = None if current is None else path.read_bytes()
         backup = paths.original(o.rel)
         data = backup.read_bytes() if backup.is_file() else None
         if data is None or hashlib.sha256(data).hexdigest() != o.before:
@@ -83,28 +93,35 @@ def _plan_restore(
             continue
         todo.append((o, data))
     for a in changes.added:
-        current = fsio.sha256_file(checked_path(install, a.path))
+        path = checked_path(install, a.path)
+        current = fsio.sha256_file(path)
         if current is not None and current != a.sha256:
             if not force:
                 raise _drifted(a.path)
-            forced.append(a.path)
+            forced[a.path] = path.read_bytes()
     if bad:
-        raise CorruptState(
-            f"the backup of {len(bad)} file(s) is missing or damaged, so they cannot be restored: "
-            f"{', '.join(bad)}; {damaged_advice(install)}"
-        )
+        raise broken_backups(install, bad)
     return todo, forced
 
 
-def restore_pristine(install: Install, changes: Changes, step: Steps, *, force: bool) -> Restored:
+def restore_pristine(
+    install: Install, changes: Changes, step: Steps, *, force: bool, keep: Path | None = None
+) -> Restored:
     """Bring every file the changes touched back to its original bytes; idempotent.
 
     Files already original are left alone, so this finishes a half-done apply or revert alike.
-    A file holding neither the original nor the patched bytes is overwritten only with `force`.
+    A file holding neither the original nor the patched bytes is overwritten only with `force`,
+    and only after its bytes were copied (durably) into `keep` (default: a new
+    `state.overwritten_folder`), as quilt and git keep what a forced command throws away.
     """
     todo, forced = _plan_restore(install, changes, force=force)
     paths = StatePaths(install)
-    done = Restored(forced=forced)
+    done = Restored(forced=list(forced))
+    for rel, data in forced.items():
+        if data is not None:
+            done.kept = done.kept or keep or overwritten_folder(install)
+            step(f"keep the bytes of {rel} that --force overwrites in {done.kept}")
+            write_state_file(done.kept / rel, data)
     targets = [checked_path(install, e.path) for e in changes.edited]
     targets += [checked_path(install, a.path) for a in changes.added]
     targets += [checked_path(install, b.path) for b in changes.bytecode]

@@ -30,10 +30,11 @@ class ApplyResult:
 
 @dataclass(frozen=True)
 class RevertResult:
-    action: str  # "reverted" | "nothing to revert" | "discarded stale state"
+    action: str  # "reverted" (also by recovering an interrupted transaction) | "nothing to revert" | "discarded stale state"
     restored: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     forced: tuple[str, ...] = ()  # drifted files overwritten because of force
     leftovers: tuple[str, ...] = ()  # folders the patch created that now hold others' files
     recovered: Recovery | None = None
     warnings: tuple[str, ...] = ()
+    kept_edits: str | None = None  # folder holding the bytes force overwrote or removed (hand edits)

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from pathlib import Path
 
 from ddtree_patch.errors import DDTreePatchError, Drift, Interrupted
 from ddtree_patch.model import Install
 from ddtree_patch.state import (
-    Journal, Manifest, StatePaths, check_state_folder, checked_path, load_manifest, write_journal,
+    Journal,
+    Manifest,
+    StatePaths,
+    check_state_folder,
+    checked_path,
+    load_manifest,
+    overwritten_folder,
+    write_journal,
 )
 from ddtree_patch.status import classify, drift_report, file_states
 from ddtree_patch.transaction.plan_check import check_writable, install_dirs
@@ -31,15 +40,17 @@ from ddtree_patch.transaction.write import now
 HALF_DONE = "the revert is half done and its journal is kept: run `ddtree-patch revert` again"
 
 
-def _restore_all(install: Install, manifest: Manifest, step: Steps, *, force: bool):
-    done = restore_pristine(install, manifest.changes, step, force=force)
+def _restore_all(install: Install, manifest: Manifest, step: Steps, *, force: bool, keep: Path | None):
+    done = restore_pristine(install, manifest.changes, step, force=force, keep=keep)
     step("verify the restored files")
     verify_pristine(install, manifest.changes)
     remove_state(install, step)
     return done
 
 
-def revert_locked(install: Install, manifest: Manifest, step: Steps, *, force: bool) -> RevertResult:
+def revert_locked(
+    install: Install, manifest: Manifest, step: Steps, *, force: bool, keep: Path | None = None
+) -> RevertResult:
     step.writing = True
     step("write the journal")
     try:
@@ -52,13 +63,13 @@ def revert_locked(install: Install, manifest: Manifest, step: Steps, *, force: b
         ) from exc
     warnings: tuple[str, ...] = ()
     try:
-        done = _restore_all(install, manifest, step, force=force)
+        done = _restore_all(install, manifest, step, force=force, keep=keep)
     except Interrupted as exc:  # Ctrl-C: stop between two whole changes, say how to finish
         raise failure(exc, step.current, HALF_DONE) from exc
     except Exception as first:  # finish from the journal, as the next command would
         failed_at = step.current
         try:
-            done = _restore_all(install, manifest, step, force=force)
+            done = _restore_all(install, manifest, step, force=force, keep=keep)
         except Exception:
             raise failure(first, failed_at, HALF_DONE) from first
         warnings = (f"{failed_at} failed once ({first}); retried and finished",)
@@ -94,17 +105,23 @@ def revert(
         dirs.add(install.state_dir)
     check_writable(dirs)
     with locked(install, lock_timeout, step):
-        recovered = recover_locked(install, step, force=force)
+        keep = overwritten_folder(install)  # made only if --force overwrites a hand edit
+        recovered = recover_locked(install, step, force=force, keep=keep)
+        kept = str(keep) if keep.exists() else None
         manifest = load_manifest(install)
         if manifest is None:
             clear_leftovers(install, step)
-            return RevertResult("nothing to revert", recovered=recovered)
+            if recovered is None:
+                return RevertResult("nothing to revert")
+            # the interrupted transaction was rolled back or finished: that was the revert
+            action = "discarded stale state" if recovered.outcome == "discarded" else "reverted"
+            return RevertResult(action, recovered=recovered, kept_edits=kept)
         states = file_states(install, manifest.changes)
         state = classify(states)
         if state == "stale":
             step.writing = True
             remove_state(install, step)
-            return RevertResult("discarded stale state", recovered=recovered)
+            return RevertResult("discarded stale state", recovered=recovered, kept_edits=kept)
         if state == "drifted" and not force:
             drift = drift_report(install, states)
             names = ", ".join(d.path for d in drift)
@@ -115,13 +132,7 @@ def revert(
             )
         check_writable({checked_path(install, e.path).parent for e in manifest.changes.edited})
         check_restorable(install, manifest.changes, force=force)
-        result = revert_locked(install, manifest, step, force=force)
-        return RevertResult(
-            result.action,
-            result.restored,
-            result.removed,
-            result.forced,
-            result.leftovers,
-            recovered,
-            result.warnings,
+        result = revert_locked(install, manifest, step, force=force, keep=keep)
+        return dataclasses.replace(
+            result, recovered=recovered, kept_edits=str(keep) if keep.exists() else None
         )

@@ -13,8 +13,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from filelock import FileLock, Timeout
-
+from ddtree_patch import lockfile
 from ddtree_patch.errors import DDTreePatchError, Interrupted, LockHeld, ReadOnly, WriteFailed
 from ddtree_patch.model import Install
 from ddtree_patch.state import StatePaths, check_state_folder
@@ -54,17 +53,14 @@ def locked(install: Install, timeout: float, steps: Steps) -> Iterator[None]:
     check_state_folder(install)  # before the lock file is opened: it must not be a planted link
     paths = StatePaths(install)
     try:
-        paths.lock.parent.mkdir(exist_ok=True)
-    except OSError as exc:
-        raise ReadOnly(f"cannot create {paths.lock.parent} ({exc.strerror})") from exc
-    lock = FileLock(paths.lock, timeout=timeout)
-    try:
-        lock.acquire()
-    except Timeout:
+        fd = lockfile.acquire(paths.lock, timeout)
+    except lockfile.Busy:
         raise LockHeld(
             f"another ddtree-patch is working on {install.site_packages} (lock {paths.lock} "
             f"held for over {timeout:g}s); let it finish, then run this again"
         ) from None
+    except OSError as exc:
+        raise ReadOnly(f"cannot create the lock {paths.lock} ({exc.strerror}); nothing was written") from exc
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, steps.on_sigint) if main else None
     try:
@@ -73,13 +69,16 @@ def locked(install: Install, timeout: float, steps: Steps) -> Iterator[None]:
     finally:
         if main:
             signal.signal(signal.SIGINT, previous)
-        lock.release()
+        # no state left (reverted, or nothing written): nothing of ours stays in site-packages
+        lockfile.release(fd, paths.lock, remove=not paths.root.exists())
 
 
 def failure(exc: BaseException, step: str, outcome: str) -> BaseException:
     """The user-facing error for an exception raised at `step`."""
     if isinstance(exc, DDTreePatchError):
-        return type(exc)(f"{step}: {exc.message}; {outcome}", exc.exit_code)
+        error = type(exc)(f"{step}: {exc.message}; {outcome}", exc.exit_code)
+        error.next = exc.next
+        return error
     if isinstance(exc, OSError):
         where = f" ({exc.filename})" if exc.filename else ""
         why = "disk full" if exc.errno == errno.ENOSPC else (exc.strerror or str(exc))

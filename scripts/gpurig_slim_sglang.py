@@ -64,11 +64,13 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     ap.add_argument("bundle", type=Path)
     ap.add_argument("--dry-run", action="store_true", help="write the slim wheel beside, report, keep the bundle")
+    ap.add_argument("--drop", action="append", default=[], metavar="PREFIX",
+                    help="also drop wheel members under PREFIX (a release's '#drop' line, scripts/gpurig_compat.sh)")
     a = ap.parse_args()
     src = sglang_wheel(a.bundle)
     tmp = src.with_name(src.name + ".slim")
     bundle_bytes = tree_bytes(a.bundle)
-    n, size = slim(src, tmp)
+    n, size = slim(src, tmp, DROP + tuple(a.drop))
     before, after = src.stat().st_size, tmp.stat().st_size
     total = bundle_bytes - before + after + checkout_bytes()
     print(f"{src.name}: dropped {n} files ({size} bytes unpacked); wheel {before} -> {after} bytes; "

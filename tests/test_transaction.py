@@ -12,7 +12,6 @@ import struct
 import subprocess
 import sys
 import venv
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,6 +25,7 @@ from ddtree_patch.render import result_lines
 from ddtree_patch.state import StatePaths, install_state
 from ddtree_patch.status import status
 from ddtree_patch.transaction import Recovery, apply, apply_plan, revert
+from tests.read_only_mount import read_only_mount
 from tests.tiny_install import make_tiny_install
 from tests.txn_helpers import TINY_EDITS, FaultAt, handmade_plan, snapshot
 
@@ -437,37 +437,13 @@ def test_revert_force_keeps_the_bytes_it_overwrites_and_says_where(install):
     assert revert(install, force=True).kept_edits is None  # nothing overwritten: nothing kept
 
 
-@contextmanager
-def _read_only_mount(root: Path):
-    """What a read-only mount does to every write under `root` (root passes permission bits)."""
-    real_open, real_mkdir = os.open, os.mkdir
-    writes = os.O_WRONLY | os.O_RDWR | os.O_CREAT
-
-    def open_(path, flags, mode=0o777, **kw):
-        if Path(path).is_relative_to(root) and flags & writes:
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
-        return real_open(path, flags, mode, **kw)
-
-    def mkdir(path, mode=0o777, **kw):
-        if Path(path).is_relative_to(root):
-            if os.path.lexists(path):  # the kernel says EEXIST before EROFS
-                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
-            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
-        return real_mkdir(path, mode, **kw)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os, "open", open_)
-        patch.setattr(os, "mkdir", mkdir)
-        yield
-
-
 def test_apply_on_a_read_only_install_that_holds_the_plan_is_the_no_op(install):
-    with _read_only_mount(install.site_packages):  # not patched: apply needs to write
+    with read_only_mount(install.site_packages):  # not patched: apply needs to write
         with pytest.raises(ReadOnly):
             apply(install, handmade_plan, "1.0")
     apply_plan(handmade_plan(install), "1.0")
     patched = snapshot(install.site_packages, with_state=True)
-    with _read_only_mount(install.site_packages):
+    with read_only_mount(install.site_packages):
         assert apply(install, handmade_plan, "1.0").action == "unchanged"
         assert apply_plan(handmade_plan(install), "1.0").action == "unchanged"
         with pytest.raises(ReadOnly) as err:  # another plan or tool version would write
@@ -478,33 +454,11 @@ def test_apply_on_a_read_only_install_that_holds_the_plan_is_the_no_op(install):
     assert snapshot(install.site_packages, with_state=True) == patched
 
 
-READ_ONLY_CLI = """
-import errno, os, sys
-from pathlib import Path
-root = Path(sys.argv[1])
-real_open, real_mkdir = os.open, os.mkdir
-def open_(path, flags, mode=0o777, **kw):
-    if Path(path).is_relative_to(root) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
-        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
-    return real_open(path, flags, mode, **kw)
-def mkdir(path, mode=0o777, **kw):
-    if Path(path).is_relative_to(root):
-        if os.path.lexists(path):  # the kernel says EEXIST before EROFS
-            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
-        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
-    return real_mkdir(path, mode, **kw)
-os.open, os.mkdir = open_, mkdir
-from ddtree_patch.cli import main
-sys.argv = ["ddtree-patch", "apply", "--target", str(root)]
-main()
-"""
-
-
 def test_the_cli_apply_on_a_patched_read_only_mount_exits_0(tmp_path):
     root = Path(__file__).resolve().parent.parent
     site = Path(shutil.copytree(root / "fixtures" / "mini_site", tmp_path / "site"))
     env = {**os.environ, "DDTREE_PATCH_CACHE": "off"}
-    read_only_apply = [sys.executable, "-c", READ_ONLY_CLI, str(site)]
+    read_only_apply = [sys.executable, "-m", "tests.read_only_mount", str(site), "apply", "--target", str(site)]
     first = subprocess.run(read_only_apply, capture_output=True, text=True, env=env, cwd=root)
     assert first.returncode == 7 and "nothing was written" in first.stderr, first.stderr
     done = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],

@@ -64,7 +64,7 @@ from typer.core import TyperCommand, TyperGroup  # noqa: E402
 from ddtree_patch import __version__  # noqa: E402
 from ddtree_patch.audit import audit as run_audit  # noqa: E402
 from ddtree_patch.errors import DDTreePatchError, Interrupted  # noqa: E402
-from ddtree_patch.locate import SHORTER_FOLDER, locate, path_too_long  # noqa: E402
+from ddtree_patch.locate import SHORTER_FOLDER, locate, os_failure  # noqa: E402
 from ddtree_patch.render import (  # noqa: E402
     BAD_STATES,
     audit_json,
@@ -201,10 +201,10 @@ class _Run:
             yield
         except KeyboardInterrupt:  # after `writing()`; the transaction turns one during its writes into Interrupted
             self.fail(Interrupted(self._interrupted()))
+        except BrokenPipeError:
+            raise
         except OSError as error:
-            if error.errno != errno.ENAMETOOLONG:
-                raise
-            self.fail(path_too_long(error, self.install))
+            self.fail(os_failure(error, self.install))
         except DDTreePatchError as error:
             if isinstance(error.__cause__, OSError) and error.__cause__.errno == errno.ENAMETOOLONG:
                 error.next = SHORTER_FOLDER  # the transaction refused a path: the folder is too deep, not full

@@ -7,6 +7,7 @@ subprocess), or a folder (`--target`: a site-packages or the `sglang` package it
 from __future__ import annotations
 
 import json
+import errno
 import os
 import re
 import shlex
@@ -260,6 +261,16 @@ def path_too_long(error: OSError, install: Install | None) -> NotInstalled:
         what = f"a path ({name[:120]} ...)" if len(name) > 120 else f"a path ({name})"
     return NotInstalled(f"{what} of {len(name)} characters, too long for this system (PATH_MAX {limit}): "
                         "Python cannot import files there either", next=SHORTER_FOLDER)
+
+
+def os_failure(error: OSError, install: Install | None) -> NotInstalled:
+    """An OS error reading the install outside a transaction (a transaction reports its own):
+    one line naming the file and the reason, never a traceback."""
+    if error.errno == errno.ENAMETOOLONG:
+        return path_too_long(error, install)
+    name = os.fsdecode(error.filename or "") or "a file of the install"
+    return NotInstalled(f"cannot read {name}: {error.strerror or error}",
+                        next="make the install readable by this user, then run ddtree-patch {command} again")
 
 
 def locate(python: str | None = None, target: Path | None = None, strict: bool = False) -> Install:

@@ -263,3 +263,29 @@ def test_bare_cr_files_are_patched_in_their_own_line_ending(site: Path) -> None:
 @pytest.mark.slow
 def test_bare_cr_files_of_a_release_are_patched_byte_exactly(fresh_release) -> None:
     _bare_cr_round_trip(fresh_release("0.5.23"))
+
+
+UNREADABLE = """
+import errno, os, pathlib, sys
+real = pathlib.Path.read_bytes
+def read_bytes(self):
+    if self.name == "spec_info.py":
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+    return real(self)
+pathlib.Path.read_bytes = read_bytes
+from ddtree_patch.cli import main
+sys.argv = ["ddtree-patch", *sys.argv[1:]]
+main()
+"""
+
+
+@pytest.mark.parametrize("verb", ["audit", "apply"])
+def test_a_file_of_the_install_it_cannot_read_is_one_line(site: Path, verb: str) -> None:
+    """Permission denied while scanning (root reads everything, so the denial is planted): exit 3,
+    one line naming the file and the reason, the way out; never an OSError traceback."""
+    done = subprocess.run([sys.executable, "-c", UNREADABLE, verb, "--target", str(site)],
+                          capture_output=True, text=True, env=ENV, timeout=300)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 3 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert lines[0].startswith("error: cannot read ") and lines[0].endswith("spec_info.py: Permission denied"), lines
+    assert lines[1] == f"next: make the install readable by this user, then run ddtree-patch {verb} again"

@@ -418,4 +418,27 @@ TRITON = (
            ("tests/test_node_sampling.py::test_counts_follow_requests_and_reach_the_draw",)),
 )
 
-MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON
+# `--speculative-ddtree-budget auto` and the audit's proof of an applied plan.
+AUTO_AND_PROOF = (
+    Mutant("auto budget: a narrower tree keeps a link to the first node past its cut", "patches/auto_budget.py",
+           "torch.where(links >= n, torch.full_like(links, -1), links)",
+           "torch.where(links > n, torch.full_like(links, -1), links)",
+           ("tests/test_auto_budget.py::test_the_prefix_of_the_widest_tree_is_each_smaller_budget_s_tree",)),
+    Mutant("auto budget: a budget's gain counts the root's path probability too", "patches/auto_budget.py",
+           "probs = logprob[:, 1:].float().exp().cumsum(dim=1)", "probs = logprob[:, :-1].float().exp().cumsum(dim=1)",
+           ("tests/test_auto_budget.py::test_the_gain_of_a_budget_is_the_sum_of_its_nodes_path_probabilities",)),
+    Mutant("auto budget: the chooser ignores the observed/predicted acceptance", "patches/budget_ladder.py",
+           "return 1.0 + self.calibration.ratio(budget) * self.gains[", "return 1.0 + 1.0 * self.gains[",
+           ("tests/test_budget_ladder.py::test_an_over_confident_drafter_narrows_the_choice",)),
+    Mutant("audit proof: a patched file is taken as the plan applied without comparing its bytes", "ddtree_patch/proof.py",
+           "    if source.encode(result.replacements) != current:\n        return None\n", "",
+           ("tests/test_audit_proof.py::test_bytes_of_another_plan_fail_the_proof",)),
+    Mutant("transaction: a plan built before another apply or revert is written anyway", "ddtree_patch/transaction/applying.py",
+           "    if install_state(install) == plan.base:\n        return\n", "    return\n",
+           ("tests/test_transaction_hardening.py::test_a_plan_built_before_a_concurrent_revert_is_refused",)),
+    Mutant("lock: a lock file replaced since its open is taken as held", "ddtree_patch/lockfile.py",
+           "    return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)\n", "    return True\n",
+           ("tests/test_transaction_concurrency.py::test_a_lock_file_replaced_since_the_open_is_not_taken_as_held",)),
+)
+
+MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON + AUTO_AND_PROOF

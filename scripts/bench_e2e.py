@@ -38,7 +38,8 @@ from patches import verify_tile  # noqa: E402  (the tile's syntax, as the engine
 
 BUDGETS = (4, 8, 16, 32, 64)
 PAIR_TOKENS = 65536  # each pair engine's KV pool (--pair-tokens)
-RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT")  # runtime switches, read by the engines
+RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT",
+                    "DDTREE_AUTO_MAX_BUDGET")  # runtime switches, read by the engines
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [
@@ -62,25 +63,34 @@ METHOD = [
     "for every configuration and repeat; batch b uses the first b prompts. SGLang's radix cache serves "
     "their prefill after the warm-up, so the timings are dominated by decoding.",
 ]
+EAGER_METHOD = ("- CUDA graphs off in every engine (`--no-cuda-graph`: `disable_cuda_graph`): all configurations "
+                "run eager, so absolute tokens/s are below a run with graphs; the ratios compare eager with eager.")
 
 
-def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra: dict) -> dict:
+def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra: dict,
+                  cuda_graph: bool = True) -> dict:
+    """`cuda_graph=False`: every round eager (`disable_cuda_graph`), as `auto` needs to choose its budget per round."""
     kw = dict(model_path=model, tokenizer_path=tokenizer, dtype="bfloat16", attention_backend="triton",
               sampling_backend="pytorch", grammar_backend="none", disable_flashinfer_autotune=True,
               mem_fraction_static=0.8, max_total_tokens=tokens, context_length=1024, random_seed=0,
               log_level="warning", max_running_requests=max_bs, disable_prefill_cuda_graph=True,
               cuda_graph_max_bs_decode=max_bs, sleep_on_idle=True)
+    if not cuda_graph:
+        kw["disable_cuda_graph"] = True
     kw.update(extra)
     return kw
 
 
 def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets: tuple[int, ...] = BUDGETS,
-                 tokens: int = PAIR_TOKENS, batches: tuple[int, ...] = BATCHES, plain: bool = True) -> list[dict]:
+                 tokens: int = PAIR_TOKENS, batches: tuple[int, ...] = BATCHES, plain: bool = True,
+                 auto: bool = False, cuda_graph: bool = True) -> list[dict]:
     """plain, DFLASH, DDTREE per budget, each engine with a KV pool of `tokens` (a pair widened to an
     8B shape, widen_pair.py, needs ~150 KB a token); plus, per `eager_stage_budgets`, DDTREE with its tree stage
     launched kernel by kernel (variant "eager stage": DDTREE_GRAPH_TREE_STAGE=0 in that engine; the
     default replays it from a CUDA graph). Engines take batches up to max(batches); `plain=False` leaves
-    plain out (a GPU that holds only a few 8B-shape engines benches the budgets in groups, each beside DFLASH)."""
+    plain out (a GPU that holds only a few 8B-shape engines benches the budgets in groups, each beside DFLASH).
+    `auto` adds DDTREE with `--speculative-ddtree-budget auto` (budget None, variant "auto budget"); it
+    chooses per round only with `cuda_graph=False`, which every engine then shares (eager beside eager)."""
     t, d = str(pair / "target"), str(pair / "draft")
     spec = dict(speculative_draft_model_path=d)
     out = [{"name": "plain", "algo": "plain", "budget": None, "extra": {}}] if plain else []
@@ -91,8 +101,12 @@ def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets:
              "env": {"DDTREE_GRAPH_TREE_STAGE": "0"},
              "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget=b)}
             for b in eager_stage_budgets]
+    if auto:
+        out.append({"name": "ddtree_auto", "algo": "DDTREE", "budget": None, "variant": "auto budget",
+                    "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget="auto")})
     for c in out:
-        c["engine"] = engine_kwargs(t, t, max_bs=max(batches), tokens=tokens, extra=c.pop("extra"))
+        c["engine"] = engine_kwargs(t, t, max_bs=max(batches), tokens=tokens, extra=c.pop("extra"),
+                                    cuda_graph=cuda_graph)
         c["phase"] = "pair"
     return out
 
@@ -125,7 +139,8 @@ def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
 
 
 def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
-                tiles: tuple[str, ...] = (), eager_stage: bool = False, reorder: bool = False) -> list[dict]:
+                tiles: tuple[str, ...] = (), eager_stage: bool = False, reorder: bool = False,
+                cuda_graph: bool = True) -> list[dict]:
     """DFLASH and DDTREE on the 8B shape, per attention backend (names `8b_dflash`, `8b_ddtree` on
     triton; `8b_dflash_<backend>`, `8b_ddtree_<backend>` on the others), and on triton one more DDTREE
     per verify tile (`8b_ddtree_tile_<tile>`, DDTREE_VERIFY_TILE in that engine: variant `verify tile
@@ -156,7 +171,7 @@ def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
                                       extra=dict(pair_cfgs[1]["extra"])))
         for c in pair_cfgs:
             c["engine"] = engine_kwargs(str(target), str(target), max_bs=max(BIG_BATCHES), tokens=40000,
-                                        extra=dict(c.pop("extra"), attention_backend=backend))
+                                        extra=dict(c.pop("extra"), attention_backend=backend), cuda_graph=cuda_graph)
             c["phase"], c["backend"] = "big", backend
         out += pair_cfgs
     return out
@@ -504,6 +519,11 @@ def main() -> None:
     ap.add_argument("--eager-stage-budgets", nargs="*", type=int, default=[],
                     help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=0 (the tree stage "
                          "launched kernel by kernel), beside the default (one CUDA graph replay)")
+    ap.add_argument("--auto", action="store_true",
+                    help="pair phases: also DDTREE with --speculative-ddtree-budget auto (engine ddtree_auto); "
+                         "it chooses per round only with --no-cuda-graph")
+    ap.add_argument("--no-cuda-graph", action="store_true",
+                    help="every engine (plain, DFLASH, DDTREE, both phases) runs eager (disable_cuda_graph=True)")
     ap.add_argument("--big-backends", nargs="+", default=["triton"], choices=["triton", "flashinfer"],
                     help="attention backends of the 8B-shape phase (each gets its DFLASH and DDTREE engine)")
     ap.add_argument("--big-verify-tiles", nargs="*", default=[], metavar="TILE",
@@ -552,9 +572,9 @@ def main() -> None:
     a.work.mkdir(parents=True, exist_ok=True)
     prompts = prompts_from(a.pair, max(BIG_BATCHES), a.prompt_len)
     cfgs = (pair_configs(a.pair, tuple(a.eager_stage_budgets), tuple(a.budgets), a.pair_tokens, tuple(a.batches),
-                         not a.no_plain) if pair_wanted else []) + \
+                         not a.no_plain, a.auto, not a.no_cuda_graph) if pair_wanted else []) + \
         (big_configs(a.work / "big-shape", a.pair, tuple(a.big_backends), tuple(a.big_verify_tiles), a.big_eager_stage,
-                     a.big_reorder)
+                     a.big_reorder, not a.no_cuda_graph)
          if "big" in wanted else [])
     log(f"starting {len(cfgs)} engines: {', '.join(c['name'] for c in cfgs)}")
     workers, start_failures = start_all(cfgs, a.work, a.startup_timeout_s, log, script=a.worker)
@@ -562,14 +582,14 @@ def main() -> None:
     bench.failures += start_failures
     meta = {"machine": machine(), "torch": version("torch"), "sglang": version("sglang"), "started": started,
             "command": command_line(os.environ, sys.argv[1:]),
-            "method": METHOD, "pair": pair_notes(a.pair) if pair_wanted else [],
+            "method": METHOD + ([EAGER_METHOD] if a.no_cuda_graph else []), "pair": pair_notes(a.pair) if pair_wanted else [],
             "big": [f"Qwen3-8B shape ({BIG_TARGET['num_hidden_layers']} layers, hidden {BIG_TARGET['hidden_size']}, "
                     f"vocab {BIG_TARGET['vocab_size']}), random weights from SGLang's `load_format=dummy` (built on "
                     f"the GPU), a 5-layer DFlash draft (block {BIG_BLOCK}, also dummy). DFLASH verifies {BIG_BLOCK} "
                     f"tokens per round, DDTREE budget {BIG_BLOCK - 1} verifies {BIG_BLOCK} (equal verify width). "
                     f"ms / round = (wall of {a.big_max_new} new tokens - median over the repeats of the wall of the same "
                     f"batch's prefill alone on the same engine) / "
-                    f"rounds (the batch's largest `spec_verify_ct`), greedy, CUDA graphs on."]}
+                    f"rounds (the batch's largest `spec_verify_ct`), greedy, CUDA graphs {'off' if a.no_cuda_graph else 'on'}."]}
 
     def report() -> None:
         meta.update(wall_s=time.time() - a.t0, finished=bench.finished, cut=bench.cut, failures=bench.failures)

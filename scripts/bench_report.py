@@ -2,7 +2,8 @@
 
 A pair record: {"phase": "pair", "config", "algo", "budget", "batch", "temperature", "repeat",
 "seconds", "tokens", "verify_ct", "same_as_plain", "tie_diffs", "bug_diffs"} (the last three on the
-first repeat at T=0 only; the two counts since plain's near-ties are judged); a big-shape record:
+first repeat at T=0 only; the two counts since plain's near-ties are judged; budget None on DDTREE is
+`--speculative-ddtree-budget auto`); a big-shape record:
 {"phase": "big", "config", "algo", "batch", "repeat", "seconds", "prefill_seconds", "rounds", "tokens",
 "verify_ct"} (the wall of the whole generation and of the same batch's prefill alone, taken just
 before it). Speed-ups are medians of per-repeat ratios: repeat r of one config against repeat r of
@@ -21,6 +22,8 @@ GOAL_ACCEPT_RATIO = 1.3  # DDTREE / DFLASH accepted tokens per round at budget 3
 GOAL_ROUND_RATIO = 1.1  # DDTREE / DFLASH round time at equal verify width, 8B shape
 GOAL_STRONG_ACCEPT = 4.0  # issue 49: DFLASH accepted tokens per round on the strong pair, batch 1, T=0
 GOAL_STRONG_SPEEDUP = 1.25  # issue 49: DDTREE's best budget / DFLASH output tokens/s, batch 1, T=0
+GOAL_AUTO_VS_BEST = 0.97  # issue 48: DDTREE budget auto / the best fixed budget's output tokens/s, per batch
+GOAL_AUTO_VS_DFLASH = 1.0  # issue 48: DDTREE budget auto / DFLASH output tokens/s, per batch
 BUDGET_TICKS = (4, 8, 16, 32, 64)
 JUDGED = (" Plain's reference is an untimed run of the same batch with top-2 logprobs (plain's own row: its "
           "timed run against it). Each differing prompt is judged at its first differing token, as "
@@ -65,11 +68,16 @@ def paired_ratios(num: list[dict], den: list[dict], value) -> list[float]:
             if r["repeat"] in den_by_repeat and value(den_by_repeat[r["repeat"]])]
 
 
+def is_auto(rec: dict) -> bool:
+    """DDTREE with `--speculative-ddtree-budget auto`: a DDTREE record without a fixed budget."""
+    return rec["algo"] == "DDTREE" and rec.get("budget") is None
+
+
 def config_order(records: list[dict]) -> list[str]:
-    """plain, DFLASH, then DDTREE by budget."""
+    """plain, DFLASH, then DDTREE by budget, budget auto after the fixed budgets."""
     rank = {"plain": 0, "DFLASH": 1, "DDTREE": 2}
-    seen = {(rank[r["algo"]], r.get("budget") or 0, r["config"]) for r in records}
-    return [name for _, _, name in sorted(seen)]
+    seen = {(rank[r["algo"]], is_auto(r), r.get("budget") or 0, r["config"]) for r in records}
+    return [name for *_, name in sorted(seen)]
 
 
 def pair_rows(records: list[dict]) -> list[dict]:
@@ -178,6 +186,37 @@ def strong_pair_goals(prows: list[dict]) -> list[str]:
                   f"{fmt(best['vs_dflash'])}x; goal >= {GOAL_STRONG_SPEEDUP}: **{'PASS' if ok else 'MISS'}**"]
 
 
+def auto_budget_goals(records: list[dict]) -> list[str]:
+    """Issue 48's goals at each (temperature, batch) where budget auto ran: its tokens/s over the best fixed
+    budget's there (the highest median tokens/s; variants left out) and over DFLASH's, each the median of
+    per-repeat ratios; PASS / MISS / NOT MEASURED."""
+    pair = [r for r in records if r["phase"] == "pair"]
+    auto = _by([r for r in pair if is_auto(r)], "temperature", "batch")
+    if not auto:
+        return ["- DDTREE budget auto / the best fixed budget and / DFLASH, tokens/s: **NOT MEASURED**"]
+    fixed = _by([r for r in pair if r["algo"] == "DDTREE" and not is_auto(r) and not r.get("variant")],
+                "temperature", "batch", "budget")
+    dflash = _by([r for r in pair if r["algo"] == "DFLASH"], "temperature", "batch")
+
+    def line(what: str, where: str, ratios: list[float], goal: float) -> str:
+        if not ratios:
+            return f"- DDTREE budget auto / {what} tokens/s, {where}: **NOT MEASURED**"
+        ok = statistics.median(ratios) >= goal
+        return f"- DDTREE budget auto / {what} tokens/s, {where}: {fmt(ratios)}x; goal >= {goal}: " \
+               f"**{'PASS' if ok else 'MISS'}**"
+
+    out = []
+    for (temp, batch), recs in sorted(auto.items()):
+        where = f"batch {batch}, T={temp:g}"
+        budgets = {b: rs for (t, n, b), rs in fixed.items() if (t, n) == (temp, batch)}
+        best = max(budgets, key=lambda b: statistics.median(map(tokens_per_s, budgets[b])), default=None)
+        out.append(line(f"the best fixed budget ({best})" if best is not None else "the best fixed budget", where,
+                        paired_ratios(recs, budgets[best], tokens_per_s) if best is not None else [], GOAL_AUTO_VS_BEST))
+        out.append(line("DFLASH", where, paired_ratios(recs, dflash.get((temp, batch), []), tokens_per_s),
+                        GOAL_AUTO_VS_DFLASH))
+    return out
+
+
 def greedy_check(prows: list[dict]) -> list[str]:
     """One line over every judged T=0 row: do the greedy outputs differ from plain's only at near-ties
     (bf16 reduction order) or also elsewhere (bugs, named)? Nothing for results without the judgement."""
@@ -256,8 +295,9 @@ def plots(rows: list[dict], out_dir: Path, prefix: str = "bench-e2e") -> list[st
         fig, axes = plt.subplots(1, len(temps), figsize=(6 * len(temps), 4.5), squeeze=False)
         for ax, temp in zip(axes[0], temps):
             for b in batches:
-                pts = sorted((r["budget"], statistics.median(r[key])) for r in rows
-                             if r["temperature"] == temp and r["batch"] == b and r["algo"] == "DDTREE" and r[key])
+                pts = sorted((r["budget"], statistics.median(r[key])) for r in rows  # fixed budgets: auto has no x
+                             if r["temperature"] == temp and r["batch"] == b and r["algo"] == "DDTREE"
+                             and isinstance(r["budget"], int) and r[key])
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], "-", marker="o", color=colours[b],
                             label=f"DDTREE, batch {b}")
@@ -298,6 +338,7 @@ def write(out_dir: Path, meta: dict, records: list[dict]) -> Path:
              f"see Failures): {', '.join(meta['cut']) or 'none'}.",
              "", "## Goals (issue 9)", "", *goals(prows, brows), *greedy_check(prows), "",
              "## Goals (issue 49, a strong pair)", "", *strong_pair_goals(prows), "",
+             "## Goals (issue 48, budget auto)", "", *auto_budget_goals(records), "",
              "## How it was measured", "", *meta["method"], ""]
     if meta.get("pair"):
         lines += ["## The trained pair", "", *meta["pair"], ""]

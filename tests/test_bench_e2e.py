@@ -313,7 +313,8 @@ def test_prompts_come_from_the_pairs_own_held_out_windows(tmp_path: Path) -> Non
     assert bench_e2e.prompts_from(tmp_path, 64, 16) == [[i] * 16 for i in range(64)]
 
 
-def test_main_benches_the_asked_batches_without_plain(tmp_path: Path, monkeypatch, capsys) -> None:
+def _trained_pair(tmp_path: Path) -> Path:
+    """What main() checks of a trained pair (the fake engines load nothing), with 64 prompts of 8 tokens."""
     pair = tmp_path / "pair"
     for sub in ("target", "draft"):
         (pair / sub).mkdir(parents=True)
@@ -325,6 +326,11 @@ def test_main_benches_the_asked_batches_without_plain(tmp_path: Path, monkeypatc
             "target_layer_ids": [1, 3, 5, 6]}, "params": {"target": 1e6, "draft": 1e5},
         "target": {"steps_done": 1, "held_out_loss": 1.0}, "draft": {"steps_done": 1},
         "files": {"train": 1}, "tokens": {"train": 1}, "held_out_estimate": {"error": "none computed"}}))
+    return pair
+
+
+def test_main_benches_the_asked_batches_without_plain(tmp_path: Path, monkeypatch, capsys) -> None:
+    pair = _trained_pair(tmp_path)
     out = tmp_path / "out"
     monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(pair), "--out", str(out), "--work",
                                       str(tmp_path / "work"), "--repeats", "2", "--max-new", "9", "--prompt-len", "8",
@@ -336,6 +342,72 @@ def test_main_benches_the_asked_batches_without_plain(tmp_path: Path, monkeypatc
     records = json.loads((out / "results.json").read_text())["records"]
     assert {(r["config"], r["batch"]) for r in records} == {(c, b) for c in ("dflash", "ddtree_b64") for b in (1, 4)}
     assert len(records) == 2 * 2 * 2
+
+
+def test_auto_adds_a_ddtree_engine_with_budget_auto(tmp_path: Path) -> None:
+    cfgs = bench_e2e.pair_configs(tmp_path / "pair", budgets=(16, 32), auto=True)
+    assert [c["name"] for c in cfgs] == ["plain", "dflash", "ddtree_b16", "ddtree_b32", "ddtree_auto"]
+    auto = cfgs[-1]
+    assert (auto["algo"], auto["budget"], auto["variant"]) == ("DDTREE", None, "auto budget")
+    assert auto["engine"] == dict(cfgs[2]["engine"], speculative_ddtree_budget="auto")  # else as budget 16's
+    assert "ddtree_auto" not in [c["name"] for c in bench_e2e.pair_configs(tmp_path / "pair", budgets=(16,))]
+    assert not any("disable_cuda_graph" in c["engine"] for c in cfgs)  # graphs stay on unless asked
+
+
+def test_no_cuda_graph_reaches_every_engine(tmp_path: Path, monkeypatch, capsys) -> None:
+    """--auto --no-cuda-graph: plain, DFLASH, the fixed budgets and auto all start eager (side by side
+    under one setting), auto's rows land in the report, and the 8B shape's engines take it too."""
+    pair = _trained_pair(tmp_path)
+    out, work = tmp_path / "out", tmp_path / "work"
+    monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(pair), "--out", str(out), "--work", str(work),
+                                      "--repeats", "1", "--max-new", "9", "--prompt-len", "8", "--deadline-s", "60",
+                                      "--worker", str(FAKE), "--phases", "pair0", "--budgets", "16", "--batches", "1",
+                                      "--auto", "--no-cuda-graph"])
+    with pytest.raises(SystemExit) as done:
+        bench_e2e.main()
+    assert done.value.code == 0, capsys.readouterr().out[-3000:]
+    engines = {p.stem: json.loads(p.read_text())["engine"] for p in work.glob("*.json")}
+    assert set(engines) == {"plain", "dflash", "ddtree_b16", "ddtree_auto"}
+    assert all(e["disable_cuda_graph"] is True for e in engines.values())
+    results = json.loads((out / "results.json").read_text())
+    assert {r["config"] for r in results["records"]} == set(engines)
+    assert any("CUDA graphs off in every engine" in m for m in results["meta"]["method"])
+    big = bench_e2e.big_configs(tmp_path / "big", _tokenizer_pair(tmp_path / "t"), cuda_graph=False)
+    assert all(c["engine"]["disable_cuda_graph"] is True for c in big)
+
+
+def _auto_records() -> list[dict]:
+    """T=0, 3 repeats, each repeat twice as slow as the one before (paired ratios cancel it, exactly in floats). Batch 1: auto 1.25 %
+    slower than the best fixed budget (16), faster than DFLASH; batch 4: slower than both; batch 8: auto alone."""
+    seconds = {1: {"dflash": 1.0, "ddtree_b16": 0.8, "ddtree_b32": 0.9, "ddtree_auto": 0.81},
+               4: {"dflash": 1.0, "ddtree_b16": 0.9, "ddtree_b32": 0.7, "ddtree_auto": 1.05}, 8: {"ddtree_auto": 1.0}}
+    algo = {"dflash": ("DFLASH", None, None), "ddtree_b16": ("DDTREE", 16, None), "ddtree_b32": ("DDTREE", 32, None),
+            "ddtree_auto": ("DDTREE", None, "auto budget")}
+    return [{"phase": "pair", "config": c, "algo": algo[c][0], "budget": algo[c][1], "variant": algo[c][2],
+             "batch": b, "temperature": 0.0, "repeat": rep, "seconds": s * 2 ** rep, "tokens": [64],
+             "verify_ct": [16]} for b, per in seconds.items() for c, s in per.items() for rep in range(3)]
+
+
+def test_auto_rows_follow_the_fixed_budgets_and_the_plots_skip_them(tmp_path: Path) -> None:
+    rows = bench_report.pair_rows(_auto_records())
+    assert [r["config"] for r in rows if r["batch"] == 1] == ["dflash", "ddtree_b16", "ddtree_b32", "ddtree_auto"]
+    assert bench_report.plots(rows, tmp_path) == ["bench-e2e-accept.png", "bench-e2e-tokens-per-s.png"]
+    md = bench_report.write(tmp_path / "docs", REPORT_META, _auto_records()).read_text()
+    assert "| 1 | ddtree_b32 | 4.00 |" in md.split("| 1 | ddtree_auto |")[0]  # auto's row after the fixed ones
+    assert "## Goals (issue 48, budget auto)" in md
+
+
+def test_issue_48_goals_compare_auto_with_the_best_fixed_budget_and_dflash() -> None:
+    assert bench_report.auto_budget_goals(_auto_records()) == [
+        "- DDTREE budget auto / the best fixed budget (16) tokens/s, batch 1, T=0: 0.99x; goal >= 0.97: **PASS**",
+        "- DDTREE budget auto / DFLASH tokens/s, batch 1, T=0: 1.23x; goal >= 1.0: **PASS**",
+        "- DDTREE budget auto / the best fixed budget (32) tokens/s, batch 4, T=0: 0.67x; goal >= 0.97: **MISS**",
+        "- DDTREE budget auto / DFLASH tokens/s, batch 4, T=0: 0.95x; goal >= 1.0: **MISS**",
+        "- DDTREE budget auto / the best fixed budget tokens/s, batch 8, T=0: **NOT MEASURED**",
+        "- DDTREE budget auto / DFLASH tokens/s, batch 8, T=0: **NOT MEASURED**"]
+    without = [r for r in _auto_records() if r["config"] != "ddtree_auto"]
+    assert bench_report.auto_budget_goals(without) == [
+        "- DDTREE budget auto / the best fixed budget and / DFLASH, tokens/s: **NOT MEASURED**"]
 
 
 def test_big_phase_pairs_dflash_and_ddtree_per_attention_backend(tmp_path: Path) -> None:

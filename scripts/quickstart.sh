@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 version="${1:-0.5.15}"
 venv=.venv-quickstart
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -e .
+# installed as the README tells users to install it (a wheel built from this checkout, not editable)
+"$venv/bin/python" -m pip install -q --disable-pip-version-check .
 "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "sglang==$version"
 echo "== ddtree-patch audit (SGLang $version in $venv)"
 status=0

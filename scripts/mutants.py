@@ -438,7 +438,7 @@ AUTO_AND_PROOF = (
            ("tests/test_transaction_hardening.py::test_a_plan_built_before_a_concurrent_revert_is_refused",)),
     Mutant("lock: a lock file replaced since its open is taken as held", "ddtree_patch/lockfile.py",
            "    return (on_disk.st_dev, on_disk.st_ino) == (held.st_dev, held.st_ino)\n", "    return True\n",
-           ("tests/test_transaction_concurrency.py::test_a_lock_file_replaced_since_the_open_is_not_taken_as_held",)),
+           ("tests/test_transaction_concurrency.py::test_a_lock_file_its_holder_removes_is_never_held_twice[replaced]",)),
 )
 
 MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON + AUTO_AND_PROOF

@@ -684,22 +684,9 @@ def test_bench_widened_trains_widens_benches_and_packs_one_file(tmp_path: Path) 
     defaults and the caller's options after them; everything lands in $OUT/bench.tgz."""
     import tarfile
 
-    rig, bin_dir, out = tmp_path / "rig", tmp_path / "bin", tmp_path / "out"
-    (rig / "scripts").mkdir(parents=True)
-    (rig / "scripts" / "env.sh").write_text("return 0\n")
-    bin_dir.mkdir()
-    calls = tmp_path / "calls.txt"
-    (bin_dir / "python3").write_text(f"""#!/bin/bash
-echo "$*" >> {calls}
-case "$1" in
-  scripts/train_pair.py) mkdir -p "$2" && echo '{{}}' > "$2/manifest.json"; echo "offline estimate" ;;
-  scripts/bench_e2e.py) shift; while [ "$1" != --out ]; do shift; done; mkdir -p "$2" && echo report > "$2/benchmarks.md" ;;
-esac
-""")
-    (bin_dir / "python3").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "RIG": str(rig), "OUT": str(out),
-           "SITE": str(tmp_path / "site"), "HOME": str(tmp_path), "PAIR": str(tmp_path / "pair"),
-           "WIDE": str(tmp_path / "wide"), "WORK": str(tmp_path / "work"), "TRAIN_CAPS": "30 20"}
+    env, calls = _stand_ins(tmp_path)
+    env["TRAIN_CAPS"] = "30 20"
+    out = tmp_path / "out"
     (tmp_path / "work").mkdir()
     (tmp_path / "work" / "ddtree_b16.log").write_text("engine log\n")
     done = subprocess.run(["bash", str(REPO / "scripts" / "bench_widened.sh"), "--repeats", "5"], env=env,

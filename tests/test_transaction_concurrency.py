@@ -200,9 +200,11 @@ def test_apply_revert_and_status_racing_always_end_whole(tmp_path):
         assert seen == {"pristine", "patched"}  # both orders happened
 
 
-def test_a_lock_file_its_holder_removes_is_never_held_twice(tmp_path, monkeypatch):
+@pytest.mark.parametrize("replaced", [False, True], ids=["removed", "replaced"])
+def test_a_lock_file_its_holder_removes_is_never_held_twice(tmp_path, monkeypatch, replaced):
     """The holder that leaves nothing behind unlinks the lock file while a taker has it open: the
-    taker must end up holding the file at the path, or a third taker would get one too."""
+    taker must end up holding the file at the path, or a third taker would get one too. `replaced`:
+    a third taker has already made a new lock file there when the taker's flock succeeds on the old one."""
     path = tmp_path / ".ddtree-patch" / "sglang.lock"
     holder = lockfile.acquire(path, 1)
     real_flock = fcntl.flock
@@ -213,11 +215,15 @@ def test_a_lock_file_its_holder_removes_is_never_held_twice(tmp_path, monkeypatc
         calls.append(fd)
         if len(calls) == 1:  # between the taker's first open and its flock
             lockfile.release(holder, path, remove=True)
+            if replaced:
+                path.parent.mkdir(exist_ok=True)
+                path.touch()
         return real_flock(fd, operation)
 
     monkeypatch.setattr(fcntl, "flock", the_holder_leaves_first)
     taker = lockfile.acquire(path, 5)
     monkeypatch.undo()
+    assert len(calls) == 2  # the stale file, then the one at the path
     with pytest.raises(lockfile.Busy):
         lockfile.acquire(path, 0.2)
     with pytest.raises(lockfile.Busy):
@@ -225,28 +231,3 @@ def test_a_lock_file_its_holder_removes_is_never_held_twice(tmp_path, monkeypatc
     lockfile.release(taker, path, remove=True)
     assert not path.parent.exists()
     assert lockfile.acquire(path, 0, shared=True, create=False) is None  # no file: nothing to wait for
-
-
-def test_a_lock_file_replaced_since_the_open_is_not_taken_as_held(tmp_path, monkeypatch):
-    """As above, but a third taker has already made a new lock file at the path when the taker's
-    flock succeeds on the old one: holding the old file would let the third one in too."""
-    path = tmp_path / ".ddtree-patch" / "sglang.lock"
-    holder = lockfile.acquire(path, 1)
-    real_flock = fcntl.flock
-    calls: list[int] = []
-
-    def the_holder_leaves_and_a_new_file_appears(fd, operation):
-        calls.append(fd)
-        if len(calls) == 1:
-            lockfile.release(holder, path, remove=True)
-            path.parent.mkdir(exist_ok=True)
-            path.touch()
-        return real_flock(fd, operation)
-
-    monkeypatch.setattr(fcntl, "flock", the_holder_leaves_and_a_new_file_appears)
-    taker = lockfile.acquire(path, 5)
-    monkeypatch.undo()
-    assert len(calls) == 2  # the stale file, then the one at the path
-    with pytest.raises(lockfile.Busy):
-        lockfile.acquire(path, 0.2)
-    lockfile.release(taker, path, remove=True)

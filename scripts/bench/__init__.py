@@ -1,0 +1,1 @@
+"""Benchmarks: end-to-end (plain / DFLASH / DDTREE), per-kernel, verify attention, round profile, audit speed."""

@@ -1,0 +1,1 @@
+"""gpurig bundles, built on the CPU machine: slimmed wheels, FlashInfer modules, Triton compile checks."""

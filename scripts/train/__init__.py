@@ -1,0 +1,1 @@
+"""The trained model pair: corpora, the DFlash drafter, training, widening to a large model's shape."""

@@ -32,7 +32,7 @@ from sglang.srt.speculative.ddtree.kernels.posterior import request_seeds
 from sglang.srt.speculative.ddtree.kernels.sequential_top_p import sequential_top_p
 from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, TouchedLists, apply_path_penalties
 
-# Test hook for scripts/gpu_sampling_check.py only: a node with a child emits its first child (the
+# Test hook for scripts/gpu/sampling_check.py only: a node with a child emits its first child (the
 # draft's top guess) with this probability, a deliberately biased sampler the check must catch.
 _TEST_BIAS = float(os.environ.get("DDTREE_TEST_POSTERIOR_BIAS") or 0.0)
 

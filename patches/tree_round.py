@@ -37,7 +37,7 @@ def draft_vocab_logits(hidden: torch.Tensor, lm_head: Any) -> torch.Tensor:
     One 2-D GEMM over all bs x L rows: the features are usually a strided slice (the block minus
     its first position), and a 3-D matmul on such a slice runs as a batched GEMM that reads the
     whole lm_head once per request (H200, Qwen3-8B shape, batch 64: 17.8 ms per round against 1.4 ms
-    for DFLASH's single GEMM; `scripts/profile_round.py`, docs/profile-8b.md).
+    for DFLASH's single GEMM; `scripts/bench/profile_round.py`, docs/evidence/profile-8b.md).
     """
     weight = head_weight(lm_head)
     bs, length, _ = hidden.shape

@@ -13,7 +13,7 @@ mkdir -p "$OUT" /tmp/tvm-ffi-cache ~/.triton/cache
 rm -rf "$SITE"
 # shellcheck source=/dev/null
 source "$RIG/scripts/env.sh" || { echo "bundle install failed"; return 1; }
-# A bundle holding a real FlashInfer (scripts/gpurig_flashinfer.py: its wheel, no stand-in) may use it.
+# A bundle holding a real FlashInfer (scripts/rig/flashinfer.py: its wheel, no stand-in) may use it.
 if compgen -G "$RIG/whl/flashinfer_python-*.whl" > /dev/null && [ ! -d "$RIG/stubs/flashinfer" ]; then
   export SGLANG_IS_FLASHINFER_AVAILABLE=true FLASHINFER_WORKSPACE_BASE=/tmp/fi-ws
   echo "[env] FlashInfer from the bundle: SGLANG_IS_FLASHINFER_AVAILABLE=true"

@@ -5,7 +5,7 @@
 # what differs from a user's install). Reuses ../shared/gpurig/build.sh unchanged: a scratch copy of
 # the shared rig gets this repo's gpurig/releases/*.txt and gpurig/stubs-extra/* laid over its own,
 # build.sh runs from there; then the release file's "#kernel" and "#drop" lines are applied and the
-# sglang wheel is slimmed (scripts/gpurig_slim_sglang.py) so bundle + checkout fit one device call.
+# sglang wheel is slimmed (scripts/rig/slim_sglang.py) so bundle + checkout fit one device call.
 # usage: RELEASE=0.5.18 bash scripts/gpurig_compat.sh [DEST] [EXTRA_WHEEL_SPEC ...]
 #   DEST default: ./.gpurig-$RELEASE (add it to .git/info/exclude; never commit it)
 #   GPURIG: the shared rig (default: ../shared/gpurig beside the checkout)
@@ -39,5 +39,5 @@ fi
 # "#drop PREFIX": more sglang wheel members no text-model engine loads (e.g. 0.5.23's opt-in Rust server)
 drops=$(sed -n 's/^#drop /--drop /p' "$REPO/gpurig/releases/$RELEASE.txt")
 # shellcheck disable=SC2086
-python3 "$REPO/scripts/gpurig_slim_sglang.py" "$DEST" $drops
+PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -m scripts.rig.slim_sglang "$DEST" $drops
 du -sh "$DEST" | sed 's/^/compat bundle size: /'

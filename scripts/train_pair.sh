@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Train the benchmark's model pair on the GPU machine (one device call, ~4 min):
 #   install the gpurig bundle (SGLang's transformers/tokenizers, so SGLang reads the saved tokenizer),
-#   run scripts/train_pair.py into $PAIR (default /tmp/trained-pair, kept on a warm machine for
+#   run scripts/train/pair.py into $PAIR (default /tmp/trained-pair, kept on a warm machine for
 #   scripts/bench_e2e.sh) and copy it to $OUT/trained-pair.
-# usage: RIG=/path/to/.gpurig bash scripts/train_pair.sh [train_pair.py options]
+# usage: RIG=/path/to/.gpurig bash scripts/train_pair.sh [scripts/train/pair.py options]
 set -uo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export RIG=${RIG:-$REPO/.gpurig} OUT=${OUT:-/tmp/out} PAIR=${PAIR:-/tmp/trained-pair}
@@ -12,7 +12,7 @@ mkdir -p "$OUT"
 source "$RIG/scripts/env.sh" || { echo "bundle install failed"; exit 1; }
 cd "$REPO" || exit 1
 rm -rf "$PAIR"
-python3 scripts/train_pair.py "$PAIR" "$@"
+python3 -m scripts.train.pair "$PAIR" "$@"
 rc=$?
 [ -f "$PAIR/manifest.json" ] || { echo "[train] FAILED (rc=$rc), no pair written"; exit 1; }
 cp -r "$PAIR" "$OUT/trained-pair"

@@ -1,4 +1,4 @@
-"""scripts/bench_e2e.py's coordinator and report on CPU.
+"""scripts/bench/e2e.py's coordinator and report on CPU.
 
 The engines need a GPU, so the coordinator drives tests/bench_e2e/fake_worker.py, which speaks
 bench_worker.py's protocol with made-up timings: process start-up and failure handling, the
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from scripts.bench import e2e as bench_e2e
+from scripts.bench import report as bench_report
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
-import bench_e2e  # noqa: E402
-import bench_report  # noqa: E402
 
 FAKE = REPO / "tests" / "bench_e2e" / "fake_worker.py"
 PROMPTS = [[i + 1] * 4 for i in range(64)]
@@ -511,7 +511,7 @@ def test_missing_pair_fails_loudly(tmp_path: Path, missing: str, monkeypatch) ->
         (tmp_path / f).write_text("x")
     (tmp_path / missing).unlink()
     monkeypatch.setattr(sys, "argv", ["bench_e2e.py", "--pair", str(tmp_path), "--out", str(tmp_path / "o")])
-    with pytest.raises(SystemExit, match="missing: run scripts/train_pair.py"):
+    with pytest.raises(SystemExit, match="missing: run scripts/train/pair.py"):
         bench_e2e.main()
 
 
@@ -609,7 +609,7 @@ def test_main_end_to_end_with_stand_in_engines(tmp_path: Path, monkeypatch, caps
     for sub in ("target", "draft"):
         (pair / sub).mkdir(parents=True)
         (pair / sub / "model.safetensors").write_text("x")
-    import stdlib_corpus
+    from scripts.train import stdlib_corpus
 
     tok = stdlib_corpus.train_tokenizer(stdlib_corpus.load(max_files=30, held_out_every=3).train, 300, 200_000)
     tok.save(str(pair / "target" / "tokenizer.json"))
@@ -654,8 +654,7 @@ def test_worker_watchdog_reports_a_dead_engine_child(tmp_path: Path) -> None:
     script = tmp_path / "dies.py"
     script.write_text(
         "import multiprocessing, os, sys, time\n"
-        f"sys.path.insert(0, {str(REPO / 'scripts')!r})\n"
-        "import bench_worker, threading\n"
+        "from scripts.bench import worker as bench_worker\nimport threading\n"
         "def child():\n    os._exit(3)\n"
         "if __name__ == '__main__':\n"
         "    bench_worker.watch_children(int(sys.argv[1]), 'x', threading.Event())\n"
@@ -663,7 +662,8 @@ def test_worker_watchdog_reports_a_dead_engine_child(tmp_path: Path) -> None:
         "    time.sleep(30)\n")
     r, w = os.pipe()
     t0 = time.time()
-    proc = subprocess.run([sys.executable, str(script), str(w)], pass_fds=(w,), timeout=60)
+    proc = subprocess.run([sys.executable, str(script), str(w)], pass_fds=(w,), timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
     os.close(w)
     reply = json.loads(os.read(r, 65536).decode().splitlines()[0])
     assert proc.returncode == 1 and time.time() - t0 < 20
@@ -675,7 +675,7 @@ def test_the_command_names_the_runtime_switches_that_reach_the_engines() -> None
            "DDTREE_VERIFY_TILE": "M16N64w4", "DDTREE_GRAPH_TREE_STAGE": ""}
     assert bench_e2e.command_line(env, []) == \
         "DDTREE_VERIFY_TILE=M16N64w4 RIG=$PWD/.gpurig BUDGET_S=560 bash scripts/bench_e2e.sh --phases big"
-    assert bench_e2e.command_line({}, ["--phases", "big"]) == "python scripts/bench_e2e.py --phases big"
+    assert bench_e2e.command_line({}, ["--phases", "big"]) == "python -m scripts.bench.e2e --phases big"
 
 
 def test_bench_widened_trains_widens_benches_and_packs_one_file(tmp_path: Path) -> None:
@@ -694,10 +694,10 @@ def test_bench_widened_trains_widens_benches_and_packs_one_file(tmp_path: Path) 
     assert done.returncode == 0, done.stdout + done.stderr
     lines = calls.read_text().splitlines()
     assert lines[0] == f"-m ddtree_patch apply --target {tmp_path / 'site'}"
-    assert lines[1] == f"scripts/train_pair.py {tmp_path / 'pair'} --set target_cap_s=30 --set draft_cap_s=20"
-    assert lines[2] == f"scripts/widen_pair.py {tmp_path / 'pair'} {tmp_path / 'wide'} --no-check"
+    assert lines[1] == f"-m scripts.train.pair {tmp_path / 'pair'} --set target_cap_s=30 --set draft_cap_s=20"
+    assert lines[2] == f"-m scripts.train.widen {tmp_path / 'pair'} {tmp_path / 'wide'} --no-check"
     bench = lines[3].split()
-    assert bench[:3] == ["scripts/bench_e2e.py", "--pair", str(tmp_path / "wide")]
+    assert bench[:4] == ["-m", "scripts.bench.e2e", "--pair", str(tmp_path / "wide")]
     assert " --phases pair0 --budgets 16 32 --repeats 3 --pair-tokens 16384 " in lines[3]
     assert bench[-2:] == ["--repeats", "5"]  # the caller's options come last, so they win
     with tarfile.open(out / "bench.tgz") as t:
@@ -714,10 +714,10 @@ def _stand_ins(tmp_path: Path) -> tuple[dict, Path]:
     calls = tmp_path / "calls.txt"
     (bin_dir / "python3").write_text(f"""#!/bin/bash
 echo "$*" >> {calls}
-case "$1" in
-  scripts/train_pair.py) mkdir -p "$2" && echo '{{}}' > "$2/manifest.json" ;;
-  scripts/widen_pair.py) mkdir -p "$3" && echo '{{}}' > "$3/manifest.json" ;;
-  scripts/bench_e2e.py) shift; while [ "$1" != --out ]; do shift; done; mkdir -p "$2" && echo report > "$2/benchmarks.md" ;;
+case "$1 $2" in
+  "-m scripts.train.pair") mkdir -p "$3" && echo '{{}}' > "$3/manifest.json" ;;
+  "-m scripts.train.widen") mkdir -p "$4" && echo '{{}}' > "$4/manifest.json" ;;
+  "-m scripts.bench.e2e") shift 2; while [ "$1" != --out ]; do shift; done; mkdir -p "$2" && echo report > "$2/benchmarks.md" ;;
 esac
 """)
     (bin_dir / "python3").chmod(0o755)
@@ -739,7 +739,7 @@ def test_bench_widened_benches_budget_groups_beside_dflash_and_reuses_a_pair(tmp
     assert done.returncode == 0, done.stdout + done.stderr
     lines = calls.read_text().splitlines()
     assert lines[1].endswith("--set draft_cap_s=60 --preset strong --set seed_note=1")
-    benches = [x for x in lines if x.startswith("scripts/bench_e2e.py")]
+    benches = [x for x in lines if x.startswith("-m scripts.bench.e2e ")]
     assert len(benches) == 2
     assert " --budgets 32 --repeats 3 " in benches[0] and "--no-plain" not in benches[0]
     assert " --budgets 16 64 --repeats 3 " in benches[1] and benches[1].endswith("--no-plain --batches 1 4")
@@ -752,4 +752,4 @@ def test_bench_widened_benches_budget_groups_beside_dflash_and_reuses_a_pair(tmp
                           text=True, timeout=60, cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = calls.read_text().splitlines()
-    assert [x.split()[0] for x in lines] == ["-m", "scripts/bench_e2e.py"] and " --budgets 128 " in lines[1]
+    assert [x.split()[1] for x in lines] == ["ddtree_patch", "scripts.bench.e2e"] and " --budgets 128 " in lines[1]

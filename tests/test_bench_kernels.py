@@ -3,15 +3,12 @@ tokens have (almost) no mass between them is a float32 boundary case; greedy row
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import bench_kernels  # noqa: E402
+from scripts.bench import kernels as bench_kernels  # noqa: E402
 
 
 def test_boundary_draws_tell_rounding_from_a_wrong_token():

@@ -1,4 +1,4 @@
-"""scripts/bench_verify_attention.py on SGLang 0.5.15's own Triton target-verify kernel (CPU, interpreted).
+"""scripts/bench/verify_attention.py on SGLang 0.5.15's own Triton target-verify kernel (CPU, interpreted).
 
 The benchmark's verdict is only worth its timings if its correctness check can fail: the smoke
 mode must pass on the real kernel, and a wrong mask handed to the kernel must make it exit
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,6 @@ import pytest
 from tests.cpu_serverargs.venv_builder import venv_cache
 
 REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "scripts" / "bench_verify_attention.py"
 VERSION = "0.5.15"
 VENV_PYTHON = venv_cache() / VERSION / "bin" / "python"
 
@@ -33,7 +31,7 @@ def _run(site: Path, *args: str, interpret: bool = True) -> subprocess.Completed
     env.pop("TRITON_INTERPRET", None)
     if interpret:
         env["TRITON_INTERPRET"] = "1"
-    return subprocess.run([str(VENV_PYTHON), str(SCRIPT), *args], capture_output=True, text=True,
+    return subprocess.run([str(VENV_PYTHON), "-m", "scripts.bench.verify_attention", *args], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=600)
 
 
@@ -58,7 +56,7 @@ def test_smoke_mode_passes_on_sglangs_own_kernel(site: Path) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout
     assert out.startswith("command: TRITON_INTERPRET=1 ")
-    assert out.splitlines()[0].endswith("bench_verify_attention.py --device cpu")
+    assert out.splitlines()[0].endswith(" -m scripts.bench.verify_attention --device cpu")
     machine = next(line for line in out.splitlines() if line.startswith("machine: "))
     assert f"sglang {VERSION}" in machine and str(site) in machine and "triton " in machine
     rows = _rows(out)
@@ -101,8 +99,7 @@ def test_best_first_tree_is_the_top_prefixes_and_leaves_the_chain() -> None:
     """The benchmark's tree is DDTree's: the n-1 highest-scoring prefixes (brute force), parent
     index < child index, and it branches (else tree and chain masks would agree)."""
     torch = pytest.importorskip("torch")
-    sys.path.insert(0, str(SCRIPT.parent))
-    import bench_verify_attention as bench  # noqa: PLC0415
+    from scripts.bench import verify_attention as bench  # noqa: PLC0415
 
     import math
 

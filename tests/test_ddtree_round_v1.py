@@ -27,6 +27,7 @@ from tests.cpu_serverargs.venv_builder import runtime_releases
 from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
+HELPERS = REPO / "tests" / "cpu_serverargs"  # the torchvision stand-in the harness imports
 V1_RELEASES = runtime_releases(("0.5.11", "0.5.12", "0.5.13"))
 BUDGETS = (0, 1, 7, 8, 32)
 PAGED = ("paged:4:8", "paged:4:32", "paged:16:8")  # page:budget
@@ -39,7 +40,7 @@ pytestmark = pytest.mark.slow
 def results(request, tmp_path_factory) -> dict:
     version = request.param
     site, python = patched_release(version, tmp_path_factory.mktemp(f"v1round-{version}"))
-    env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{HELPERS}", TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")
     cases = [*map(str, BUDGETS), *PAGED, *REORDER, "sampled:8", "graph:8", "penalized:8", "penalized-sampled:8",
              "custom-processor", "refusal", "auto"]
     proc = subprocess.run([str(python), "-W", "ignore", str(REPO / "tests/round_harness/drive_round_v1.py"), *cases],

@@ -41,6 +41,7 @@ from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests/round_harness/drive_round_v2_pool.py"
+HELPERS = REPO / "tests" / "cpu_serverargs"  # the torchvision stand-in the harness imports
 V2_RELEASES = runtime_releases(("0.5.14", "0.5.15", "0.5.18", "0.5.23"))
 BUDGETS = (8, 32)
 CASES = tuple(f"{mode}:{budget}" for mode in ("move", "reorder") for budget in BUDGETS)
@@ -52,7 +53,7 @@ pytestmark = pytest.mark.slow
 def results(request, tmp_path_factory) -> dict:
     version = request.param
     site, python = patched_release(version, tmp_path_factory.mktemp(f"v2pool-{version}"))
-    env = dict(os.environ, PYTHONPATH=str(site), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1", PYTHONNOUSERSITE="1")
+    env = dict(os.environ, PYTHONPATH=f"{site}{os.pathsep}{HELPERS}", TRITON_INTERPRET="1", HF_HUB_OFFLINE="1", PYTHONNOUSERSITE="1")
     env.pop("DDTREE_KV_COMMIT", None)  # each case sets its own
     proc = subprocess.run([str(python), "-W", "ignore", str(HARNESS), *CASES], capture_output=True, text=True,
                           env=env, timeout=900)

@@ -4,13 +4,10 @@ intended (the ladder; per-round choices without CUDA graphs, the captured width'
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import gpu_engine_run  # noqa: E402
-import gpu_matrix  # noqa: E402
+from scripts.gpu import engine_run as gpu_engine_run
+from scripts.gpu import matrix as gpu_matrix
 
 
 def test_auto_rows_copy_their_fixed_rows_and_must_log_the_ladder_and_the_choices() -> None:

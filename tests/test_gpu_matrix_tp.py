@@ -4,15 +4,12 @@ or page layout; --kv-commit reorder the DDTREE engines' move-free commit."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import gpu_engine_run  # noqa: E402
-import gpu_matrix  # noqa: E402
+from scripts.gpu import engine_run as gpu_engine_run
+from scripts.gpu import matrix as gpu_matrix
 
 
 @pytest.mark.parametrize("setting, value", [("tp_size", 2), ("page_size", 16), ("attention_backend", "flashinfer")])
@@ -47,7 +44,7 @@ def test_eager_stage_row_is_the_timed_ddtree_with_the_graphs_off() -> None:
     assert summary["bench"]["eager_stage_ratio"] == 1.5 and "tree stage eager" in table
 
 
-def test_reorder_commit_runs_every_engine_without_overlap_and_ddtree_with_the_commit(tmp_path) -> None:
+def test_reorder_commit_runs_every_engine_without_overlap_and_ddtree_with_the_commit(tmp_path, monkeypatch) -> None:
     """--kv-commit reorder: plain and DFLASH references lose the overlap scheduler too (same schedule),
     only DDTREE engines get DDTREE_KV_COMMIT=reorder, and a DDTREE engine whose log lacks the reorder
     line fails its row (it would have moved KV instead)."""
@@ -64,14 +61,11 @@ def test_reorder_commit_runs_every_engine_without_overlap_and_ddtree_with_the_co
         (tmp_path / sub).mkdir()
     cfg = dict(next(c for c in reorder if c["algo"] == "DDTREE"), name="fake")
     # An engine run that passes but logs the move: its row must fail.
-    (tmp_path / "gpu_engine_run.py").write_text(
+    (tmp_path / "fake_engine_run.py").write_text(
         "import json, sys\njson.dump({'ok': True}, open(sys.argv[2], 'w'))\nprint('DDTREE KV commit: move')\n")
-    real = gpu_matrix.HERE
-    gpu_matrix.HERE = tmp_path
-    try:
-        res = gpu_matrix.run_one(cfg, tmp_path, timeout_s=60)
-    finally:
-        gpu_matrix.HERE = real
+    monkeypatch.setattr(gpu_matrix, "ENGINE_MODULE", "fake_engine_run")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    res = gpu_matrix.run_one(cfg, tmp_path, timeout_s=60)
     assert not res["ok"] and "lacks 'DDTREE KV commit: reorder'" in res["error"]
 
 

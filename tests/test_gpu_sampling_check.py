@@ -4,13 +4,10 @@
 from __future__ import annotations
 
 import random
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import gpu_sampling_check as check  # noqa: E402
+from scripts.gpu import sampling_check as check
 
 
 def test_offchain_runs_its_settings_at_t3():

@@ -3,15 +3,13 @@ and a missing peer costs a bounded wait and is reported, never a run out of turn
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import gpu_matrix  # noqa: E402
-from gpu_turns import Turns  # noqa: E402
+from scripts.gpu import matrix as gpu_matrix
+from scripts.gpu.turns import Turns
 
 
 def _engines(folder: Path, count: int, runs: int, present: int | None = None, timeout_s: float = 10.0):

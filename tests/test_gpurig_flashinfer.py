@@ -1,4 +1,4 @@
-"""The FlashInfer bundle builder (scripts/gpurig_flashinfer.py) on a synthetic wheel: the slim copy
+"""The FlashInfer bundle builder (scripts/rig/flashinfer.py) on a synthetic wheel: the slim copy
 keeps the Python, the #include closure of the seeds (or the seeds alone) and the compiled modules
 put into data/aot, with a RECORD pip accepts; a bundle it would overfill is left as it was."""
 
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import flashinfer_aot_build  # noqa: E402
-import gpurig_flashinfer as gf  # noqa: E402
+from scripts.rig import flashinfer_aot_build
+from scripts.rig import flashinfer as gf
 
 D = "flashinfer/data/"
 FILES = {

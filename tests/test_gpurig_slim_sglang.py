@@ -1,4 +1,4 @@
-"""The sglang wheel slimmer (scripts/gpurig_slim_sglang.py) on a synthetic wheel: the dropped
+"""The sglang wheel slimmer (scripts/rig/slim_sglang.py) on a synthetic wheel: the dropped
 packages go, every other member keeps its bytes, RECORD lists exactly the members with their
 hashes (names with commas quoted, as pip's csv reader needs), and a second run changes nothing."""
 
@@ -13,8 +13,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import gpurig_slim_sglang as gs  # noqa: E402
+from scripts.rig import slim_sglang as gs
 
 DI = "sglang-0.5.13.dist-info/"
 FILES = {

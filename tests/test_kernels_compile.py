@@ -1,8 +1,8 @@
 """Every Triton kernel compiles for sm_90 (a cubin) on this machine, GPU or not.
 
-Interpreted runs (the CPU tests) never lower a kernel. `scripts/record_launches.py` records the
+Interpreted runs (the CPU tests) never lower a kernel. `scripts/dev/record_launches.py` records the
 launches a few fast interpreted tests make (argument types, constexprs, warps), then
-`scripts/compile_kernels_sm90.py` compiles those and the posterior's kernels at V=151936's
+`scripts/dev/compile_kernels_sm90.py` compiles those and the posterior's kernels at V=151936's
 constexprs, in a subprocess without TRITON_INTERPRET. Every `*_kernel` in kernels/ must be among
 them, so a new kernel needs a test here that launches it.
 """
@@ -57,12 +57,12 @@ def _all_kernels() -> set[str]:
 def test_every_kernel_compiles_for_sm90(tmp_path: Path) -> None:
     launches = tmp_path / "launches.json"
     env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
-    rec = subprocess.run([sys.executable, str(REPO / "scripts/record_launches.py"), str(launches), "--", "-q",
+    rec = subprocess.run([sys.executable, "-m", "scripts.dev.record_launches", str(launches), "--", "-q",
                           "-p", "no:cacheprovider", *RECORDED_TESTS], capture_output=True, text=True, env=env,
                          cwd=REPO, timeout=1200)
     assert rec.returncode == 0, rec.stdout[-3000:]
     env.pop("TRITON_INTERPRET")
-    res = subprocess.run([sys.executable, str(REPO / "scripts/compile_kernels_sm90.py"), "--launches", str(launches),
+    res = subprocess.run([sys.executable, "-m", "scripts.dev.compile_kernels_sm90", "--launches", str(launches),
                           "--json"], capture_output=True, text=True, env=env, cwd=REPO, timeout=1200)
     rows = json.loads(res.stdout)
     failed = [r for r in rows if not r["ok"]]

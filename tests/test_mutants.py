@@ -4,24 +4,13 @@ this catches it in every CI run instead (the full run takes about 20 minutes).""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts.dev.mutants import MUTANTS
+
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _mutants():
-    spec = importlib.util.spec_from_file_location("mutant_list", REPO / "scripts" / "mutants.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module.MUTANTS
-
-
-MUTANTS = _mutants()
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])

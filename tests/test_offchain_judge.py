@@ -1,18 +1,15 @@
-"""The GPU matrix's off-chain verdicts (scripts/offchain_judge.py through gpu_matrix.summarise) on
+"""The GPU matrix's off-chain verdicts (scripts/offchain/judge.py through gpu_matrix.summarise) on
 synthetic engine results: a correct run passes, and each rule fails on its own violation."""
 
 from __future__ import annotations
 
 import copy
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 
-import gpu_matrix  # noqa: E402
-from offchain_oracle import continuation  # noqa: E402
+from scripts.gpu import matrix as gpu_matrix
+from scripts.offchain.oracle import continuation
 
 NAMES = ("plain_offchain", "dflash_offchain_cg", "ddtree_b8_offchain_cg")
 

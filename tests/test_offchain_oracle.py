@@ -1,4 +1,4 @@
-"""The off-chain oracle (scripts/offchain_oracle.py): its weights do what the plan says under the
+"""The off-chain oracle (scripts/offchain/oracle.py): its weights do what the plan says under the
 model math, its DDTree accepted paths leave the first-child chain, and the analytic acceptance
 follows the worker's own tree build and walk. The slow test loads the written files with
 transformers' Qwen3 and SGLang's DFlash config parser in a release's CPU venv."""
@@ -8,20 +8,17 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "scripts"))
+from kernels import build_tree
+from kernels.tree_mask import ancestor_matrix_torch
+from scripts.offchain import acceptance, oracle
+from scripts.offchain import reference as ref
 
-import offchain_oracle as oracle  # noqa: E402
-import oracle_acceptance as acceptance  # noqa: E402
-import oracle_reference as ref  # noqa: E402
-from kernels import build_tree  # noqa: E402
-from kernels.tree_mask import ancestor_matrix_torch  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 MASK_ID = 3
 PROMPTS = [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [300, 301], [127, 64]]
@@ -228,8 +225,8 @@ def test_written_files_load_in_transformers_and_sglang(tmp_path: Path, release_s
     if not (gpurig / "target" / "config.json").exists():
         pytest.skip(f"no gpurig model templates at {gpurig}")
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
-    made = subprocess.run([str(python), str(REPO / "scripts" / "make_oracle_models.py"), str(tmp_path),
-                           "--template", str(gpurig)], capture_output=True, text=True, env=env, timeout=600)
+    made = subprocess.run([str(python), "-m", "scripts.offchain.make_models", str(tmp_path), "--template", str(gpurig)],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=REPO)
     assert made.returncode == 0, made.stderr[-4000:]
     context = [40, 41, 70, 71]
     bonus = oracle.target_next(context[-2], context[-1])

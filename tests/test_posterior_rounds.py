@@ -1,16 +1,13 @@
-"""`scripts/posterior_rounds.py`: the reference's draws per row under the posterior's knobs."""
+"""`scripts/investigations/posterior_rounds.py`: the reference's draws per row under the posterior's knobs."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import posterior_rounds  # noqa: E402
+from scripts.investigations import posterior_rounds  # noqa: E402
 
 from kernels import posterior  # noqa: E402
 

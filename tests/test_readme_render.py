@@ -1,28 +1,17 @@
 """The README's support table and gain summary, and docs/evidence/README.md, are what the run records render.
 
-scripts/render_evidence.py is loaded from its file (it is a plain script, not part of the package)."""
+The renderer is scripts/dev/render_evidence.py."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
+from scripts.dev import render_evidence as render
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _renderer():
-    spec = importlib.util.spec_from_file_location("render_evidence", ROOT / "scripts" / "render_evidence.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-render = _renderer()
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -43,7 +32,7 @@ def _copy(tmp_path: Path) -> Path:
 
 
 def test_readme_and_index_match_the_records():
-    assert render.stale(ROOT) == [], "run: python scripts/render_evidence.py"
+    assert render.stale(ROOT) == [], "run: python -m scripts.dev.render_evidence"
 
 
 def test_a_changed_figure_makes_the_readme_stale(tmp_path):

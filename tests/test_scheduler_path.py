@@ -29,6 +29,7 @@ from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests" / "round_harness" / "scheduler_path.py"
+HELPERS = REPO / "tests" / "cpu_serverargs"  # the torchvision stand-in the harness imports
 # The releases CI drives; DDTREE_RUNTIME_RELEASES=0.5.16,0.5.19,... replaces them for a local run.
 RELEASES = runtime_releases(("0.5.14", "0.5.18", "0.5.23"))
 ROUNDS = 6  # scheduler_path.ROUNDS
@@ -48,7 +49,7 @@ def patched(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 
 
 def _drive(python: Path, site: Path, cwd: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1",
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{HELPERS}", "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1",
            "TRITON_INTERPRET": "1"}
     done = subprocess.run([str(python), str(HARNESS)], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=900)

@@ -22,6 +22,7 @@ from tests.sglang_releases import patched_release
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests" / "round_harness" / "scheduler_path.py"
+HELPERS = REPO / "tests" / "cpu_serverargs"  # the torchvision stand-in the harness imports
 RELEASES = runtime_releases(("0.5.15", "0.5.23"))
 BLOCK = 8  # the tiny drafter's block: budget b verifies max(b + 1, 8) tokens
 
@@ -29,7 +30,7 @@ BLOCK = 8  # the tiny drafter's block: budget b verifies max(b + 1, 8) tokens
 @pytest.fixture(scope="module", params=RELEASES)
 def report(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
     site, python = patched_release(request.param, tmp_path_factory.mktemp(f"sglang-{request.param}"))
-    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1",
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{HELPERS}", "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1",
            "TRITON_INTERPRET": "1"}
     done = subprocess.run([str(python), str(HARNESS), "auto"], capture_output=True, text=True, env=env,
                           cwd=tmp_path_factory.mktemp("drive"), timeout=900)

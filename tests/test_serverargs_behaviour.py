@@ -233,8 +233,8 @@ def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) 
     prefix columns, so the tree-only mask DDTree writes for it changes nothing."""
     env = {**os.environ, "PYTHONPATH": str(release.site), "PYTHONNOUSERSITE": "1"}
     done = subprocess.run(
-        [str(release.python), str(HELPERS / "tree_attention_probe.py"), str(REPO)],
-        capture_output=True, text=True, env=env, timeout=600,
+        [str(release.python), "-m", "tests.cpu_serverargs.tree_attention_probe"],
+        capture_output=True, text=True, env=env, timeout=600, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])

@@ -1,4 +1,4 @@
-"""scripts/train_pair.py at its CPU-sized preset, checked against SGLang 0.5.15's own DFlash draft.
+"""scripts/train/pair.py at its CPU-sized preset, checked against SGLang 0.5.15's own DFlash draft.
 
 The GPU run trains the real pair; here the tiny preset runs every step (tokenizer, target,
 drafter, offline estimate, saving) in the release's CPU venv, twice with one seed (same bytes) and
@@ -31,9 +31,9 @@ def venv(release_site) -> tuple[Path, Path]:
 
 def _train(python: Path, out: Path, seed: int, *options: str) -> dict:
     done = subprocess.run(
-        [str(python), str(REPO / "scripts" / "train_pair.py"), str(out), "--preset", "tiny", "--device", "cpu",
+        [str(python), "-m", "scripts.train.pair", str(out), "--preset", "tiny", "--device", "cpu",
          "--seed", str(seed), *options],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"},
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"}, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return json.loads((out / "manifest.json").read_text())
@@ -71,8 +71,8 @@ def test_sglang_loads_the_pair_and_its_draft_matches_the_training_module(venv, t
     out, _ = trained
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "SGLANG_USE_CPU_ENGINE": "1"}
     done = subprocess.run(
-        [str(python), str(REPO / "tests" / "cpu_serverargs" / "pair_load_probe.py"), str(REPO), str(out)],
-        capture_output=True, text=True, env=env, timeout=600,
+        [str(python), "-m", "tests.cpu_serverargs.pair_load_probe", str(out)],
+        capture_output=True, text=True, env=env, timeout=600, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -84,12 +84,11 @@ def test_sglang_loads_the_pair_and_its_draft_matches_the_training_module(venv, t
 
 @pytest.fixture(scope="module")
 def widened(venv, trained, tmp_path_factory) -> tuple[Path, dict]:
-    """The tiny pair widened to scripts/widen_pair.py's `small` shape (its checks run on the CPU)."""
+    """The tiny pair widened to scripts/train/widen.py's `small` shape (its checks run on the CPU)."""
     out = tmp_path_factory.mktemp("wide") / "pair"
     done = subprocess.run(
-        [str(venv[0]), str(REPO / "scripts" / "widen_pair.py"), str(trained[0]), str(out), "--shape", "small",
-         "--device", "cpu"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"},
+        [str(venv[0]), "-m", "scripts.train.widen", str(trained[0]), str(out), "--shape", "small", "--device", "cpu"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONNOUSERSITE": "1"}, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
     return out, json.loads((out / "manifest.json").read_text())
@@ -111,12 +110,9 @@ def test_the_widened_pair_computes_what_the_pair_does(trained, widened) -> None:
         assert r["max_abs_diff"] < 1e-3 * max(1.0, r["logit_range"]), r
     assert (out / "target" / "tokenizer.json").read_bytes() == (trained[0] / "target" / "tokenizer.json").read_bytes()
     assert (out / "prompts.json").read_bytes() == (trained[0] / "prompts.json").read_bytes()  # what the bench serves
-    import sys
+    from scripts.bench import e2e as bench_e2e
 
-    sys.path.insert(0, str(REPO / "scripts"))
-    import bench_e2e
-
-    assert "widened by `scripts/widen_pair.py` to hidden 256, MLP 320, 5 target layers (8 x 32 query / 2 x 32 KV " \
+    assert "widened by `scripts/train/widen.py` to hidden 256, MLP 320, 5 target layers (8 x 32 query / 2 x 32 KV " \
         "heads)" in bench_e2e.pair_notes(out)[0]
 
 
@@ -126,8 +122,8 @@ def test_sglang_loads_the_widened_pair(venv, widened) -> None:
     python, site = venv
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "SGLANG_USE_CPU_ENGINE": "1"}
     done = subprocess.run(
-        [str(python), str(REPO / "tests" / "cpu_serverargs" / "pair_load_probe.py"), str(REPO), str(widened[0])],
-        capture_output=True, text=True, env=env, timeout=600,
+        [str(python), "-m", "tests.cpu_serverargs.pair_load_probe", str(widened[0])],
+        capture_output=True, text=True, env=env, timeout=600, cwd=REPO,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
@@ -139,10 +135,7 @@ def test_sglang_loads_the_widened_pair(venv, widened) -> None:
 
 
 def test_the_benchmark_report_describes_the_pair(trained) -> None:
-    import sys
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    import bench_e2e
+    from scripts.bench import e2e as bench_e2e
 
     out, manifest = trained
     notes = " ".join(bench_e2e.pair_notes(out))
@@ -150,10 +143,7 @@ def test_the_benchmark_report_describes_the_pair(trained) -> None:
 
 
 def test_preset_overrides_parse_as_the_field_type_and_refuse_unknown_fields() -> None:
-    import sys
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    import train_pair
+    from scripts.train import pair as train_pair
 
     p = train_pair.with_overrides(train_pair.PRESETS["gpu"], ["draft_steps=10", "target_layer_ids=1,2",
                                                               "draft_lr=1e-3", "max_files=5"])
@@ -189,9 +179,8 @@ def test_greedy_rows_are_the_targets_own_greedy_continuations(venv, trained_stro
     python, _ = venv
     out, _ = trained_strong
     probe = f"""
-import sys, torch
-sys.path.insert(0, {str(REPO / 'scripts')!r})
-import train_pair
+import torch
+from scripts.train import pair as train_pair
 from transformers import Qwen3ForCausalLM
 p = train_pair.with_overrides(train_pair.PRESETS['tiny'], ['greedy_rows=3'])
 model = Qwen3ForCausalLM.from_pretrained({str(out / 'target')!r}).eval()
@@ -203,15 +192,12 @@ assert torch.equal(rows, ref), (rows, ref)
 print('OK')
 """
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONNOUSERSITE": "1"})
+                          env={**os.environ, "PYTHONNOUSERSITE": "1"}, cwd=REPO)
     assert done.returncode == 0 and done.stdout.strip().endswith("OK"), done.stdout[-2000:] + done.stderr[-3000:]
 
 
 def test_structured_documents_are_seeded_and_repeat_their_choices() -> None:
-    import sys
-
-    sys.path.insert(0, str(REPO / "scripts"))
-    import structured_corpus
+    from scripts.train import structured_corpus
 
     docs = structured_corpus.documents(1, 20_000)
     assert docs == structured_corpus.documents(1, 20_000) and docs != structured_corpus.documents(2, 20_000)
@@ -222,11 +208,9 @@ def test_structured_documents_are_seeded_and_repeat_their_choices() -> None:
 
 
 def test_the_time_schedule_anneals_a_capped_phase_and_the_step_schedule_ignores_time() -> None:
-    import sys
     import time
 
-    sys.path.insert(0, str(REPO / "scripts"))
-    import train_pair
+    from scripts.train import pair as train_pair
 
     peak = 2e-3
     assert train_pair.lr_at(500, 4000, peak, 100, time_frac=1.0) == pytest.approx(0.1 * peak)  # the cap is the end

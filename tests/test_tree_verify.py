@@ -7,16 +7,13 @@ imported in-process from the stub SGLang (with our kernels at their drop-in plac
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("triton")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-import gpu_matrix  # noqa: E402
+from scripts.gpu import matrix as gpu_matrix  # noqa: E402
 
 # Two requests, five nodes each: request 0 a chain 0-1-3 with 2, 4 below the root's second
 # child; request 1 a plain chain.

@@ -1,6 +1,6 @@
 """Audit speed, measured side by side in one run: naive libcst parse vs cold audit vs warm audit.
 
-    python scripts/bench_audit.py --version 0.5.23 [--repeat 3]
+    python -m scripts.bench.audit --version 0.5.23 [--repeat 3]
 
 naive = one process parsing every candidate file (the files that mention dflash) with
 libcst.parse_module; cold = the full audit (prefilter, outline, chunk parse, rules, policy) with an
@@ -24,11 +24,9 @@ from pathlib import Path
 
 import libcst
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from ddtree_patch.audit import audit  # noqa: E402
-from ddtree_patch.locate import from_folder  # noqa: E402
-from tests.sglang_releases import install_release  # noqa: E402
+from ddtree_patch.audit import audit
+from ddtree_patch.locate import from_folder
+from tests.sglang_releases import install_release
 
 
 def _naive(files: list[Path]) -> None:
@@ -66,7 +64,7 @@ def main() -> None:
             again = audit(install)
             warm.append(time.perf_counter() - start)
             assert again.result.cache_hits == len(again.result.files) and report.ok
-        root = str(Path(__file__).resolve().parent.parent)
+        root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
         audit_cmd = [sys.executable, "-m", "ddtree_patch", "audit", "--json", "--target", str(install.site_packages)]
         subprocess.run(audit_cmd, env=env, check=True, stdout=subprocess.DEVNULL)  # fills the cache

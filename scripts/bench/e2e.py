@@ -2,11 +2,11 @@
 on a Qwen3-8B-shape target, written as docs-style markdown + plots.
 
 usage (GPU machine, SGLang patched for DDTREE; scripts/bench_e2e.sh does the setup):
-  python scripts/bench_e2e.py --pair /tmp/trained-pair --out $OUT/bench [--deadline-s 500]
+  python -m scripts.bench.e2e --pair /tmp/trained-pair --out $OUT/bench [--deadline-s 500]
 Phases (--phases), in priority order: the trained pair at T=0, then T=1 (configs plain, DFLASH, DDTREE at
 budgets 4 8 16 32 64; batches 1 8 32), then the 8B shape (random weights from SGLang's dummy
 loader, a 5-layer DFlash draft, DFLASH vs DDTREE at budget block-1 = equal verify width; batches
-1..64). Every engine starts once, in its own process (scripts/bench_worker.py), and stays up; the
+1..64). Every engine starts once, in its own process (scripts/bench/worker.py), and stays up; the
 timed runs start when all are ready and go one at a time, the repeats interleaved across configs
 (see METHOD). At the deadline the running phase stops and the report covers what finished; the
 report is rewritten after every phase. Exit 1 if an engine failed or a phase was cut.
@@ -27,14 +27,12 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import bench_report  # noqa: E402
-import gpu_matrix  # noqa: E402
-import stdlib_corpus  # noqa: E402
+from patches import verify_tile  # the tile's syntax, as the engines parse it
+from scripts.bench import report as bench_report
+from scripts.gpu import matrix as gpu_matrix
+from scripts.train import stdlib_corpus
 
-sys.path.insert(0, str(HERE.parent))
-from patches import verify_tile  # noqa: E402  (the tile's syntax, as the engines parse it)
+HERE = Path(__file__).resolve().parent
 
 BUDGETS = (4, 8, 16, 32, 64)
 PAIR_TOKENS = 65536  # each pair engine's KV pool (--pair-tokens)
@@ -85,7 +83,7 @@ def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets:
                  tokens: int = PAIR_TOKENS, batches: tuple[int, ...] = BATCHES, plain: bool = True,
                  auto: bool = False, cuda_graph: bool = True) -> list[dict]:
     """plain, DFLASH, DDTREE per budget, each engine with a KV pool of `tokens` (a pair widened to an
-    8B shape, widen_pair.py, needs ~150 KB a token); plus, per `eager_stage_budgets`, DDTREE with its tree stage
+    8B shape, scripts/train/widen.py, needs ~150 KB a token); plus, per `eager_stage_budgets`, DDTREE with its tree stage
     launched kernel by kernel (variant "eager stage": DDTREE_GRAPH_TREE_STAGE=0 in that engine; the
     default replays it from a CUDA graph). Engines take batches up to max(batches); `plain=False` leaves
     plain out (a GPU that holds only a few 8B-shape engines benches the budgets in groups, each beside DFLASH).
@@ -117,7 +115,7 @@ BIG_TARGET = dict(vocab_size=151936, hidden_size=4096, intermediate_size=12288, 
                   attention_bias=False, model_type="qwen3", torch_dtype="bfloat16", bos_token_id=None,
                   eos_token_id=0, pad_token_id=0)
 BIG_BLOCK = 16
-PAIR_TOKENIZER = (4096, 12_000_000)  # train_pair.py's default vocab and tokenizer_chars: the same prompts
+PAIR_TOKENIZER = (4096, 12_000_000)  # scripts/train/pair.py's default vocab and tokenizer_chars: the same prompts
 
 
 def write_big_shape(root: Path, pair: Path) -> tuple[Path, Path]:
@@ -180,7 +178,7 @@ def big_configs(root: Path, pair: Path, backends: tuple[str, ...] = ("triton",),
 class Worker:
     """One engine process; commands on its stdin, replies on a private pipe."""
 
-    def __init__(self, cfg: dict, work: Path, script: Path = HERE / "bench_worker.py") -> None:
+    def __init__(self, cfg: dict, work: Path, script: Path = HERE / "worker.py") -> None:
         self.cfg, self.name, self.buf, self.dead = cfg, cfg["name"], b"", None
         path = work / f"{self.name}.json"
         path.write_text(json.dumps(cfg))
@@ -251,7 +249,7 @@ def stop_all(workers, wait_s: float = 30.0) -> None:
         w.stop(end - time.time())
 
 
-def start_all(cfgs: list[dict], work: Path, timeout: float, log, script: Path = HERE / "bench_worker.py"
+def start_all(cfgs: list[dict], work: Path, timeout: float, log, script: Path = HERE / "worker.py"
               ) -> tuple[dict[str, Worker], list[str]]:
     workers = {c["name"]: Worker(c, work, script) for c in cfgs}
     pending, failures, t0 = dict(workers), [], time.time()
@@ -280,7 +278,7 @@ def command_line(environ: Mapping[str, str], argv: list[str]) -> str:
     """The command as run, led by the DDTree runtime switches that were set (they reach every engine
     through the environment, so a figure is only reproducible with them)."""
     switches = [f"{k}={environ[k]}" for k in RUNTIME_SWITCHES if environ.get(k)]
-    return " ".join(switches + [environ.get("BENCH_COMMAND") or "python scripts/bench_e2e.py " + " ".join(argv)])
+    return " ".join(switches + [environ.get("BENCH_COMMAND") or "python -m scripts.bench.e2e " + " ".join(argv)])
 
 
 def compare_with_plain(ref: dict, got: list[list[int]]) -> dict:
@@ -299,7 +297,7 @@ def compare_with_plain(ref: dict, got: list[list[int]]) -> dict:
 
 
 def prompts_from(pair: Path, count: int, length: int) -> list[list[int]]:
-    """The pair's own held-out prompts (prompts.json, train_pair.py) where it has `count` of `length`
+    """The pair's own held-out prompts (prompts.json, scripts/train/pair.py) where it has `count` of `length`
     tokens, else evenly spaced windows of the held-out stdlib files through the pair's tokenizer."""
     own = pair / "prompts.json"
     if own.is_file():
@@ -318,7 +316,7 @@ def prompts_from(pair: Path, count: int, length: int) -> list[list[int]]:
 
 def tokenizer_only_pair(root: Path) -> Path:
     """What the 8B-shape phase alone needs of a pair: its tokenizer (the prompts' ids, the model
-    folders' tokenizer files). Trained as train_pair.py trains it (the same prompts); no models, so a big-only
+    folders' tokenizer files). Trained as scripts/train/pair.py trains it (the same prompts); no models, so a big-only
     call on a cold machine does not spend minutes training a pair it never serves."""
     if not (root / "target" / "tokenizer.json").is_file():
         tok = stdlib_corpus.train_tokenizer(stdlib_corpus.load().train, PAIR_TOKENIZER[0], PAIR_TOKENIZER[1])
@@ -465,7 +463,7 @@ def pair_notes(pair: Path) -> list[str]:
     m = json.loads((pair / "manifest.json").read_text())
     s = m["sizes"]
     est = m["held_out_estimate"]
-    first = (f"`scripts/train_pair.py` ({m['command']}), seed {m['seed']}, {m['seconds']} s on {m['device']}: "
+    first = (f"`scripts/train/pair.py` ({m['command']}), seed {m['seed']}, {m['seconds']} s on {m['device']}: "
             f"target Qwen3 {s['target_layers']} layers, hidden {s['hidden']}, vocab {s['vocab']} "
             f"({m['params']['target'] / 1e6:.1f} M parameters, {m['target']['steps_done']} steps, held-out loss "
             f"{m['target']['held_out_loss']}); DFlash drafter {s['draft_layers']} layers, block {s['block']}, "
@@ -475,21 +473,21 @@ def pair_notes(pair: Path) -> list[str]:
     corpus = m.get("corpus", {})
     if corpus.get("name") == "mixed":
         first += (f" Mixed with {corpus['structured_docs']['train']} generated structured documents "
-                  f"(`scripts/structured_corpus.py`, {corpus['structured_share']:.0%} of the characters); the prompts "
+                  f"(`scripts/train/structured_corpus.py`, {corpus['structured_share']:.0%} of the characters); the prompts "
                   f"are held-out windows of both (`prompts.json`).")
     if m["sizes"].get("draft_labels") == "greedy" and "greedy_data" in m["draft"]:
         first += (f" The drafter trained on {m['draft']['greedy_data']['rows_done']} of the target's own greedy "
                   f"continuations.")
     if "widened" in m:
         w, hd = m["widened"]["shape"], m["widened"]["head_dim"]
-        first += (f" Then widened by `scripts/widen_pair.py` to hidden {w['hidden']}, MLP {w['inter']}, "
+        first += (f" Then widened by `scripts/train/widen.py` to hidden {w['hidden']}, MLP {w['inter']}, "
                   f"{w['layers']} target layers ({w['heads']} x {hd} query / {w['kv_heads']} x {hd} KV heads), vocab "
                   f"{w['vocab']}, a {w['draft_layers']}-layer drafter: the same function (the trained weights in "
                   f"the first dims, every other weight zero, new tokens' logits far below), at that shape's cost.")
     if "error" in est:
         return [first, f"Offline acceptance estimate failed: {est['error']}"]
     return [first,
-            f"Offline estimate on held-out greedy continuations (train_pair.py, the repo's tree kernels): "
+            f"Offline estimate on held-out greedy continuations (scripts/train/pair.py, the repo's tree kernels): "
             f"DFlash {est['dflash_tokens_per_round']} tokens/round, DDTree by budget "
             f"{est.get('ddtree_tokens_per_round')}; depth-1 top-1 / top-4 agreement {est['per_depth'][0]['top1']} / "
             f"{est['per_depth'][0]['top4']}; distinct-token fraction of the greedy text "
@@ -498,7 +496,7 @@ def pair_notes(pair: Path) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pair", type=Path, required=True, help="train_pair.py output folder")
+    ap.add_argument("--pair", type=Path, required=True, help="scripts/train/pair.py output folder")
     ap.add_argument("--out", type=Path, required=True, help="report folder (benchmarks.md, PNGs, results.json)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/bench-e2e"), help="configs, logs, 8B-shape configs")
     ap.add_argument("--deadline-s", type=float, default=500.0, help="stop measuring after this many seconds")
@@ -511,7 +509,7 @@ def main() -> None:
     ap.add_argument("--budgets", nargs="+", type=int, default=list(BUDGETS),
                     help=f"DDTREE budgets of the pair phases (default {' '.join(map(str, BUDGETS))}; one engine each)")
     ap.add_argument("--pair-tokens", type=int, default=PAIR_TOKENS,
-                    help="KV pool of each pair engine, in tokens (a widened pair: widen_pair.py; 16384 suits batch 32)")
+                    help="KV pool of each pair engine, in tokens (a widened pair: scripts/train/widen.py; 16384 suits batch 32)")
     ap.add_argument("--batches", nargs="+", type=int, default=list(BATCHES),
                     help=f"batch sizes of the pair phases (default {' '.join(map(str, BATCHES))}; at most 64)")
     ap.add_argument("--no-plain", action="store_true",
@@ -539,7 +537,7 @@ def main() -> None:
                     help=f"batch sizes of the 8B-shape phase (default {' '.join(map(str, BIG_BATCHES))})")
     ap.add_argument("--phases", default="pair0,pair1,big",
                     help="comma list, run in this order: pair0 (trained pair, T=0), pair1 (T=1), big (8B shape)")
-    ap.add_argument("--worker", type=Path, default=HERE / "bench_worker.py",
+    ap.add_argument("--worker", type=Path, default=HERE / "worker.py",
                     help="engine process script (the CPU tests pass a protocol stand-in)")
     a = ap.parse_args()
     a.t0 = time.time()
@@ -566,7 +564,7 @@ def main() -> None:
     if pair_wanted:
         for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):
             if not (a.pair / f).is_file():
-                raise SystemExit(f"{a.pair / f} missing: run scripts/train_pair.py {a.pair} first")
+                raise SystemExit(f"{a.pair / f} missing: run scripts/train/pair.py {a.pair} first")
     elif not (a.pair / "target" / "tokenizer.json").is_file():
         a.pair = tokenizer_only_pair(a.work / "tokenizer-only")
     a.work.mkdir(parents=True, exist_ok=True)

@@ -73,8 +73,8 @@ Sections (`--sections`, all by default):
   what the round's extra work would be with the head in chunks (kernels/head_topk.py, measured slower,
   not used by the runtime) and the reorder.
 
-    python scripts/bench_kernels.py --json bench.json
-    python scripts/bench_kernels.py --device cpu --vocab 3000 --batch 2 --topk-k 8 --budget 8 \
+    python -m scripts.bench.kernels --json bench.json
+    python -m scripts.bench.kernels --device cpu --vocab 3000 --batch 2 --topk-k 8 --budget 8 \
         --build-budget 8 16 --samples 2 --replays 1 --layers 2   # smoke run (TRITON_INTERPRET=1)
 """
 
@@ -97,8 +97,6 @@ if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
 
 import torch  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.accept_walk import accept_walk_triton  # noqa: E402
 from kernels.head_gemm_scan import head_gemm_scan, head_gemm_topk  # noqa: E402

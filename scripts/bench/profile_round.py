@@ -1,10 +1,10 @@
 """Where a speculative round's GPU time goes: DFLASH vs DDTREE on the 8B-shape target, kernel by kernel.
 
-usage: python scripts/profile_round.py OUT_DIR [--batches 1 8 64] [--steps 24] [--max-new 96]
+usage: python -m scripts.bench.profile_round OUT_DIR [--batches 1 8 64] [--steps 24] [--max-new 96]
                                         [--pair WIDENED_PAIR --budget N]
 
 One SGLang Engine per algorithm (Qwen3-8B shape and a 5-layer DFlash draft, random weights from
-`load_format=dummy`, the same engines as `bench_e2e.py`'s 8B phase: DDTREE budget 15 = DFLASH's
+`load_format=dummy`, the same engines as `scripts/bench/e2e.py`'s 8B phase: DDTREE budget 15 = DFLASH's
 verify width 16), each in its own process; both start at once, then take turns on the GPU (a file
 lock), so no timed or profiled run overlaps the other engine's. Per batch size: one warm-up
 generate, 3 timed generates (wall per round), then one generate under SGLang's own profiler
@@ -15,8 +15,8 @@ first to the last GPU event per step (span - busy = time the GPU waited for the 
 Writes OUT_DIR/profile.json and OUT_DIR/profile.md (per batch: the totals and the kernels whose
 time per step differs most between the two algorithms).
 
-With --pair (a pair widened by widen_pair.py, on the same 8B shape): DFLASH and DDTREE at --budget on
-that pair's trained weights and its own held-out prompts (bench_e2e.py's engines), so the profile is
+With --pair (a pair widened by scripts/train/widen.py, on the same 8B shape): DFLASH and DDTREE at --budget on
+that pair's trained weights and its own held-out prompts (scripts/bench/e2e.py's engines), so the profile is
 of the rounds the end-to-end benchmark timed, at the acceptance it measured.
 """
 
@@ -29,13 +29,9 @@ import json
 import multiprocessing as mp
 import os
 import statistics
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -158,13 +154,13 @@ def main() -> None:
     ap.add_argument("--prompt-len", type=int, default=128)
     ap.add_argument("--tokenizer-from", type=Path, default=Path(os.environ.get("RIG", ".gpurig")) / "models",
                     help="a folder with target/tokenizer*.json to copy into the model folders")
-    ap.add_argument("--pair", type=Path, default=None, help="a widened pair (widen_pair.py) instead of random weights")
+    ap.add_argument("--pair", type=Path, default=None, help="a widened pair (scripts/train/widen.py) instead of random weights")
     ap.add_argument("--budget", type=int, default=None, help="with --pair: DDTREE's budget")
     a = ap.parse_args()
-    from bench_e2e import big_configs, pair_configs, prompts_from
+    from scripts.bench.e2e import big_configs, pair_configs, prompts_from
 
     if (a.pair is None) != (a.budget is None):
-        raise SystemExit("--pair and --budget go together: python scripts/profile_round.py OUT --pair WIDE --budget 32")
+        raise SystemExit("--pair and --budget go together: python -m scripts.bench.profile_round OUT --pair WIDE --budget 32")
     a.out.mkdir(parents=True, exist_ok=True)
     if a.pair is None:
         cfgs = big_configs(a.out / "big-shape", a.tokenizer_from)

@@ -1,4 +1,4 @@
-"""Tables, goal checks and plots for scripts/bench_e2e.py, from its per-run records (pure functions).
+"""Tables, goal checks and plots for scripts/bench/e2e.py, from its per-run records (pure functions).
 
 A pair record: {"phase": "pair", "config", "algo", "budget", "batch", "temperature", "repeat",
 "seconds", "tokens", "verify_ct", "same_as_plain", "tie_diffs", "bug_diffs"} (the last three on the
@@ -16,7 +16,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
-from gpu_matrix import TIE_GAP
+from scripts.gpu.matrix import TIE_GAP
 
 GOAL_ACCEPT_RATIO = 1.3  # DDTREE / DFLASH accepted tokens per round at budget 32, trained pair, T=0
 GOAL_ROUND_RATIO = 1.1  # DDTREE / DFLASH round time at equal verify width, 8B shape
@@ -27,7 +27,7 @@ GOAL_AUTO_VS_DFLASH = 1.0  # issue 48: DDTREE budget auto / DFLASH output tokens
 BUDGET_TICKS = (4, 8, 16, 32, 64)
 JUDGED = (" Plain's reference is an untimed run of the same batch with top-2 logprobs (plain's own row: its "
           "timed run against it). Each differing prompt is judged at its first differing token, as "
-          "`scripts/gpu_matrix.py` does: a **near-tie** when plain's top-2 logprob gap there is < "
+          "`scripts/gpu/matrix.py` does: a **near-tie** when plain's top-2 logprob gap there is < "
           f"{TIE_GAP} (plain decode and speculative verify reduce in different orders in bf16, so such a "
           "token can flip), else a **bug**.")
 

@@ -29,9 +29,9 @@ logits (a shared direction in q and the new keys) so that the tree columns carry
 of the attention mass even after a 2048-token prefix: a mask error then shows far above bf16
 rounding.
 
-    python scripts/bench_verify_attention.py                          # H200: the 8B shape
-    TRITON_INTERPRET=1 python scripts/bench_verify_attention.py --device cpu   # correctness smoke
-    python scripts/bench_verify_attention.py --compile-report         # regs/spills/SASS, no GPU needed
+    python -m scripts.bench.verify_attention                          # H200: the 8B shape
+    TRITON_INTERPRET=1 python -m scripts.bench.verify_attention --device cpu   # correctness smoke
+    python -m scripts.bench.verify_attention --compile-report         # regs/spills/SASS, no GPU needed
 
 `--compile-report` compiles the variants for `--arch` (default sm_90) without running them (a
 stand-in Triton driver where there is no GPU) and prints registers, spill stack, shared memory
@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 STAND_IN_DIR = REPO / "tests" / "cpu_serverargs"  # torchvision / xgrammar stand-ins for CPU venvs
 
 if "--device" in sys.argv and sys.argv.index("--device") + 1 < len(sys.argv) \
@@ -75,7 +75,6 @@ if "--device" in sys.argv and sys.argv.index("--device") + 1 < len(sys.argv) \
 
 import torch  # noqa: E402
 
-sys.path.insert(0, str(REPO))
 from tests.cuda_graph import capture_graph  # noqa: E402
 
 MODULES = (  # where the kernel lives: srt/layers/attention/triton_ops up to 0.5.2x, later sglang/kernels
@@ -325,8 +324,7 @@ def _install_stand_ins() -> None:
     missing = tuple(m for m in ("torchvision", "xgrammar") if importlib.util.find_spec(m) is None)
     if not missing or not (STAND_IN_DIR / "torchvision_stand_in.py").exists():
         return
-    sys.path.insert(0, str(STAND_IN_DIR))
-    import torchvision_stand_in  # noqa: PLC0415
+    from tests.cpu_serverargs import torchvision_stand_in  # noqa: PLC0415
 
     torchvision_stand_in.install(tuple(m for m in missing if m != "torchvision"))
 
@@ -350,7 +348,7 @@ def _sglang_from_cached_wheel() -> Optional[str]:
     _UNPACKED.append(folder)
     with zipfile.ZipFile(wheels[-1]) as whl:
         whl.extractall(folder.name, [m for m in whl.namelist() if m.startswith("sglang/")])
-    sys.path.insert(0, folder.name)
+    sys.path.append(folder.name)  # no sglang is importable (load_sglang checked), so last is enough
     return str(wheels[-1])
 
 
@@ -884,7 +882,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         sys.stdout = _Tee(sys.stdout, args.out)
     env = "TRITON_INTERPRET=1 " if os.environ.get("TRITON_INTERPRET") == "1" else ""
-    print("command: " + env + shlex.join([sys.executable] + (sys.argv if argv is None else [sys.argv[0]] + argv)))
+    print("command: " + env + shlex.join([sys.executable, "-m", __spec__.name] + (sys.argv[1:] if argv is None else argv)))
     if args.device == "cuda" and not args.compile_report and not torch.cuda.is_available():
         print("no CUDA device: use --device cpu (correctness smoke) or --compile-report", file=sys.stderr)
         return 2

@@ -1,6 +1,6 @@
-"""One long-lived SGLang Engine for scripts/bench_e2e.py: start once, then run timed batches on request.
+"""One long-lived SGLang Engine for scripts/bench/e2e.py: start once, then run timed batches on request.
 
-usage: python bench_worker.py CONFIG_JSON REPLY_FD
+usage: python -m scripts.bench.worker CONFIG_JSON REPLY_FD
 CONFIG: {"name", "engine": {Engine kwargs}}. Commands arrive as JSON lines on stdin:
   {"id", "prompts": [[ids]...], "temperature", "max_new"}  -> one timed generate of the whole batch
       (+ "return_ids": the output ids; + "top2": also each output token's top-2 logprobs; plain only,

@@ -6,11 +6,11 @@ TTGIR, PTX and the bundled ptxas) needs no device, so this compiles to a cubin:
 - every kernel of `kernels/posterior.py`, `kernels/posterior_split.py` and `kernels/posterior_pool.py` in each of its switch
   variants (tie order, per-row tail, top-k floor units of 256 and 32 tokens) with the constexprs
   of V=151936 (a table here);
-- with `--launches FILE`, every launch that `scripts/record_launches.py` recorded from interpreted
+- with `--launches FILE`, every launch that `scripts/dev/record_launches.py` recorded from interpreted
   tests: the argument types and constexprs the other kernels' launchers really pass.
 Run without TRITON_INTERPRET (the kernels must be JIT functions).
 
-usage: python scripts/compile_kernels_sm90.py [--launches FILE] [--json]   (exit 1 if any fails)
+usage: python -m scripts.dev.compile_kernels_sm90 [--launches FILE] [--json]   (exit 1 if any fails)
 """
 
 from __future__ import annotations
@@ -28,8 +28,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernels import posterior, posterior_pool, posterior_split  # noqa: E402
+from kernels import posterior, posterior_pool, posterior_split
 
 TARGET = GPUTarget("cuda", 90, 32)
 # pointer arguments that are not fp32; scalars are int32 (the launchers pass ints)
@@ -81,7 +80,7 @@ def _attempt(row: dict, fn, sig: dict, consts: dict, options: dict | None = None
 
 
 def recorded(path: Path) -> list[dict]:
-    """Compile results of the launches in a `record_launches.py` file."""
+    """Compile results of the launches in a `scripts/dev/record_launches.py` file."""
     rows = []
     for launch in json.loads(path.read_text()):
         fn = getattr(importlib.import_module(launch["module"]), launch["kernel"])
@@ -93,7 +92,7 @@ def recorded(path: Path) -> list[dict]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--launches", type=Path, help="a record_launches.py file: compile those launches too")
+    ap.add_argument("--launches", type=Path, help="a scripts/dev/record_launches.py file: compile those launches too")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if os.environ.get("TRITON_INTERPRET") == "1":

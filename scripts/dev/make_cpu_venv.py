@@ -1,7 +1,7 @@
 """Build (once, cached) the CPU venvs in which SGLang's own server-arg resolution is tested.
 
-    python scripts/make_cpu_venv.py            # the CI releases (venv_builder.RELEASES)
-    python scripts/make_cpu_venv.py 0.5.23     # just one
+    python -m scripts.dev.make_cpu_venv            # the CI releases (venv_builder.RELEASES)
+    python -m scripts.dev.make_cpu_venv 0.5.23     # just one
 
 Each venv lands in $DDTREE_PATCH_VENV_CACHE/<version> (default ~/.cache/ddtree-patch/venvs; a post
 release without a recipe of its own shares its base release's venv);
@@ -17,10 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tests.sglang_releases import install_release, release_metadata  # noqa: E402
-from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv  # noqa: E402
+from tests.cpu_serverargs.venv_builder import RELEASES, ensure_venv
+from tests.sglang_releases import install_release, release_metadata
 
 
 def main() -> int:

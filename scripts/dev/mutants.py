@@ -1,4 +1,4 @@
-"""The mutant list of `scripts/mutate.py`: one realistic slip each in the code that must be right.
+"""The mutant list of `scripts/dev/mutate.py`: one realistic slip each in the code that must be right.
 
 Each mutant names the file, the exact original snippet (it must occur once), its replacement and
 the fast tests that must fail with it. `equivalent` gives the reason when a mutant cannot change
@@ -230,7 +230,7 @@ WORKER = (
     Mutant("contract: a stand-in's base rebound inside the release function passes", "patches/contract.py",
            "    if bound and builds and not rebinds:\n", "    if bound and builds:\n",
            ("tests/test_worker_contract.py",)),
-    Mutant("GPU turns: every engine takes its k-th run at once", "scripts/gpu_turns.py",
+    Mutant("GPU turns: every engine takes its k-th run at once", "scripts/gpu/turns.py",
            "self._counter() >= run * self.count + self.index)", "self._counter() >= run * self.count)",
            ("tests/test_gpu_turns.py",)),
     Mutant("descriptor GEMM: the persistent programs skip every other tile", "kernels/head_gemm_scan.py",

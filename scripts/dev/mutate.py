@@ -1,4 +1,4 @@
-"""Mutation testing of the critical modules with our own mutant list (scripts/mutants.py).
+"""Mutation testing of the critical modules with our own mutant list (scripts/dev/mutants.py).
 
 Copies the repo (tracked and untracked, not ignored files) to a temporary folder once, checks
 that every named test passes there unmutated, then applies one mutant at a time to the copy,
@@ -6,7 +6,7 @@ runs its fast tests with the copy first on PYTHONPATH, and puts the file back. T
 is never written. Prints KILLED / SURVIVED per mutant and a summary; exit 1 when a mutant not
 marked equivalent survives (or the baseline fails, or a snippet is not found exactly once).
 
-    python scripts/mutate.py [--json] [--only SUBSTRING]
+    python -m scripts.dev.mutate [--json] [--only SUBSTRING]
 """
 
 from __future__ import annotations
@@ -22,10 +22,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutants import MUTANTS, Mutant  # noqa: E402
+from scripts.dev.mutants import MUTANTS, Mutant
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TIMEOUT_S = 300  # one mutant's tests
 BASELINE_TIMEOUT_S = 3600  # every named test at once (the interpreted kernel tests take minutes)
 

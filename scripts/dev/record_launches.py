@@ -1,10 +1,10 @@
 """Record every Triton launch a set of CPU (interpreted) tests makes: kernel, argument types, constexprs.
 
-`compile_kernels_sm90.py` compiles what this records, so each kernel is lowered with the argument
+`scripts/dev/compile_kernels_sm90.py` compiles what this records, so each kernel is lowered with the argument
 types and constexpr combinations its launcher really passes. Run with TRITON_INTERPRET=1 (the
 default here on a machine without CUDA); pytest runs in this process, with the hook installed.
 
-usage: python scripts/record_launches.py OUT.json -- PYTEST_ARGS...
+usage: python -m scripts.dev.record_launches OUT.json -- PYTEST_ARGS...
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Render the README's support table, gain summary and test runs, and the evidence index, from the run records.
 
-    python scripts/render_evidence.py           # rewrite the rendered parts of README.md and docs/evidence/README.md
-    python scripts/render_evidence.py --check   # exit 1, naming each part that differs, when they are stale
+    python -m scripts.dev.render_evidence           # rewrite the rendered parts of README.md and docs/evidence/README.md
+    python -m scripts.dev.render_evidence --check   # exit 1, naming each part that differs, when they are stale
 
 The records (docs/evidence/records/*.toml, one per GPU, benchmark or CPU run) are the data; this
 file is the only mechanism. The README keeps its prose; only the text between
@@ -24,7 +24,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib  # type: ignore[no-redef]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EVIDENCE = Path("docs/evidence")
 RECORDS = EVIDENCE / "records"
 LOGS = EVIDENCE / "logs"
@@ -176,7 +176,7 @@ def evidence_index(records: list[Record], root: Path = ROOT) -> str:
     lines = ["# Evidence", "",
              "One record per run the README relies on: `records/<id>.toml` (date, commit, machine and card,",
              "command, suite, verdict, key figures) with its raw logs under `logs/`. The README's support",
-             "table, gain summary and test runs are rendered from these records by `python scripts/render_evidence.py`;",
+             "table, gain summary and test runs are rendered from these records by `python -m scripts.dev.render_evidence`;",
              "`tests/test_readme_render.py` fails when the README differs from what they render.",
              "This file is rendered too: edit the records, not this file. The README's earlier dated notes,",
              "with every run's details: [README-history.md](README-history.md).", "",
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             paths = stale()
             for path in paths:
-                print(f"{path} differs from the records: run python scripts/render_evidence.py", file=sys.stderr)
+                print(f"{path} differs from the records: run python -m scripts.dev.render_evidence", file=sys.stderr)
             return 1 if paths else 0
         for path, text in rendered().items():
             temp = (ROOT / path).with_suffix(".rendering")

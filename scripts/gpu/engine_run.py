@@ -1,6 +1,6 @@
 """Run one SGLang Engine configuration of the DDTree GPU check and dump what it generated as JSON.
 
-usage: python gpu_engine_run.py CONFIG_JSON OUT_JSON
+usage: python -m scripts.gpu.engine_run CONFIG_JSON OUT_JSON
 
 CONFIG keys: target, prompts (list of id lists), max_new; optional draft, algo, budget,
 cuda_graph, logprobs (plain only: top-2 logprobs of the batch run), sampled (temperature 1 run),
@@ -19,10 +19,8 @@ import sys
 import threading
 import time
 import traceback
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_turns import Turns  # noqa: E402
+from scripts.gpu.turns import Turns
 
 META_KEYS = ("completion_tokens", "spec_verify_ct", "spec_accept_length", "spec_num_correct_drafts")
 

@@ -1,9 +1,9 @@
-"""Pre-flight for a FlashInfer bundle (scripts/gpurig_flashinfer.py) on the GPU: the wrappers SGLang's
+"""Pre-flight for a FlashInfer bundle (scripts/rig/flashinfer.py) on the GPU: the wrappers SGLang's
 flashinfer attention backend uses, on its module settings (bf16, head dims 64 and 128), against
 plain-torch attention. Seconds instead of an engine's minute, so a broken bundle fails before the
 matrix starts.
 
-usage (GPU machine, bundle installed): python scripts/gpu_flashinfer_smoke.py [HEAD_DIM ...]  (default 64 128;
+usage (GPU machine, bundle installed): python -m scripts.gpu.flashinfer_smoke [HEAD_DIM ...]  (default 64 128;
 only the head dims whose modules the bundle holds)
 Checks: ragged prefill, causal (backend auto -> fa3 on sm90); paged prefill with a custom mask
 (fa2, the tree verify's path); paged decode (fa2; tensor cores at GQA group >= 4, as SGLang);

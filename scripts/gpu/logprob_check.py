@@ -1,9 +1,9 @@
 """`return_logprob` under DDTREE on a real engine (GPU; SGLang 0.5.18+, which serve log-probs there).
 
-usage: python scripts/gpu_logprob_check.py OUT.json --target MODEL --draft DFLASH_DRAFT [--budget N]
+usage: python -m scripts.gpu.logprob_check OUT.json --target MODEL --draft DFLASH_DRAFT [--budget N]
 
 Starts a plain engine and a DDTREE one side by side, each in a process of its own (engine settings
-as scripts/gpu_engine_run.py). Both serve the same prompts greedily with return_logprob and
+as scripts/gpu/engine_run.py). Both serve the same prompts greedily with return_logprob and
 top_logprobs_num=2; DDTREE then serves them sampled (temperature 1) with return_logprob. Passes when
 every request is served with one finite, non-positive log-prob per output token carrying that
 token's id, the greedy token is its own top-1, and DDTREE's greedy log-probs equal plain's (up to
@@ -22,8 +22,7 @@ import os
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_engine_run import engine_kwargs  # noqa: E402  (same engine settings as the GPU matrix)
+from scripts.gpu.engine_run import engine_kwargs  # (same engine settings as the GPU matrix)
 
 PROMPTS = [[5, 17, 33, 99, 120], [290, 291, 292, 293, 294, 295], [150] * 10, list(range(270, 296))]
 TOL = 1.0
@@ -76,7 +75,7 @@ def main() -> int:
         return 0
     cfgs = {"plain": {"target": a.target, "algo": "NONE"},
             "ddtree": {"target": a.target, "draft": a.draft, "algo": "DDTREE", "budget": a.budget}}
-    procs = {name: subprocess.Popen([sys.executable, __file__, f"{a.out}.{name}", "--target", a.target,
+    procs = {name: subprocess.Popen([sys.executable, "-m", __spec__.name, f"{a.out}.{name}", "--target", a.target,
                                      "--draft", a.draft, "--serve", json.dumps(cfg)]) for name, cfg in cfgs.items()}
     runs = {}
     for name, proc in procs.items():

@@ -1,15 +1,15 @@
 """The DDTree GPU check matrix: run every engine configuration, compare with plain decoding, summarise.
 
-usage: python gpu_matrix.py OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
+usage: python -m scripts.gpu.matrix OUT_DIR [--suite base|offchain|all] [--only NAME ...] [--parallel N] [--deadline-s S]
                             [--tp-size N] [--page-size N] [--attention-backend triton|flashinfer]
                             [--kv-commit move|reorder|reorder-overlap] [--mask-in-place] [--auto-budget]
 
 Suites: `base` = the gpurig tiny models in /tmp/models (target_struct, target_rand, draft_rand);
-`offchain` = the off-chain oracle (make_oracle_models.py: target_offchain, draft_offchain), whose
+`offchain` = the off-chain oracle (scripts/offchain/make_models.py: target_offchain, draft_offchain), whose
 DDTree accepted paths leave the first-child chain and whose acceptance is known in advance
-(oracle_acceptance.py). Needs an SGLang patched for DDTREE on the path. Engines run as subprocesses
-of gpu_engine_run.py, several at a time on the one GPU (each with a small KV pool); the engines
-that also time rounds run last, together, and take the GPU in turns run by run (gpu_turns.py), so
+(scripts/offchain/acceptance.py). Needs an SGLang patched for DDTREE on the path. Engines run as subprocesses
+of scripts/gpu/engine_run.py, several at a time on the one GPU (each with a small KV pool); the engines
+that also time rounds run last, together, and take the GPU in turns run by run (scripts/gpu/turns.py), so
 their medians come from interleaved runs. Writes OUT_DIR/results/*.json, OUT_DIR/logs/*.log,
 OUT_DIR/summary.{json,md}. Exit status 0 only when every comparison holds.
 """
@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+ENGINE_MODULE = "scripts.gpu.engine_run"  # one engine per subprocess: python -m ENGINE_MODULE CONFIG OUT
 MODELS = Path("/tmp/models")
 DRAFT = str(MODELS / "draft_rand")
 VOCAB = 512
@@ -201,7 +201,7 @@ def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
     cfg_path.write_text(json.dumps(cfg))
     t0 = time.time()
     with open(out_dir / "logs" / f"{cfg['name']}.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, str(HERE / "gpu_engine_run.py"), str(cfg_path), str(res_path)],
+        proc = subprocess.Popen([sys.executable, "-m", ENGINE_MODULE, str(cfg_path), str(res_path)],
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             proc.wait(timeout=max(timeout_s, 1))
@@ -291,7 +291,7 @@ def offchain_expectations(cfgs: list[dict]) -> tuple[dict[str, dict], str | None
     if not any(c.get("suite") == "offchain" for c in cfgs):
         return {}, None
     try:
-        import offchain_judge
+        from scripts.offchain import judge as offchain_judge
 
         expected = offchain_judge.expectations([c for c in cfgs if c.get("suite") == "offchain"])
     except Exception as e:  # noqa: BLE001 - reported in every off-chain row
@@ -309,7 +309,7 @@ def summarise(cfgs: list[dict], results: dict[str, dict],
     if expected_error:
         print(expected_error, flush=True)
     if any(c.get("suite") == "offchain" for c in cfgs):
-        import offchain_judge  # torch + the repo's kernels: only when the off-chain suite runs
+        from scripts.offchain import judge as offchain_judge  # torch + the repo's kernels: only when the off-chain suite runs
     for cfg in cfgs:
         name = cfg["name"]
         res = results.get(name, {"ok": False, "error": "not run (deadline)"})
@@ -411,7 +411,7 @@ def main() -> int:
     missing = sorted({Path(c[k]).name for c in cfgs for k in ("target", "draft") if k in c and not Path(c[k]).is_dir()})
     if missing:
         print(f"gpu_matrix: model folders missing under {MODELS}: {', '.join(missing)} (gpu_check.sh builds them: "
-              "make_models.py --weights, then make_oracle_models.py)", flush=True)
+              "make_models.py --weights, then scripts/offchain/make_models.py)", flush=True)
         return 2
     results: dict[str, dict] = {}
 

@@ -1,9 +1,9 @@
 """Per-request refusals on a real DDTREE engine (GPU): the server refuses what DDTree lacks, alone.
 
-usage: python scripts/gpu_request_check.py --target MODEL --draft DFLASH_DRAFT [--budget N]
+usage: python -m scripts.gpu.request_check --target MODEL --draft DFLASH_DRAFT [--budget N]
 
 Starts one SGLang Engine with --speculative-algorithm DDTREE (on an install patched by
-`ddtree-patch apply`; engine settings as scripts/gpu_engine_run.py), then sends in order:
+`ddtree-patch apply`; engine settings as scripts/gpu/engine_run.py), then sends in order:
   1. a request with a grammar (json_schema)  -> must be refused with DDTree's grammar message;
   2. a request with return_logprob           -> must be refused with DDTree's logprob message;
   3. a plain request                          -> must be served (tokens generated, not aborted).
@@ -17,8 +17,7 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_engine_run import engine_kwargs  # noqa: E402  (same engine settings as the GPU matrix)
+from scripts.gpu.engine_run import engine_kwargs  # (same engine settings as the GPU matrix)
 
 SCHEMA = json.dumps({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
 PROMPT_IDS = [1, 2, 3, 4, 5, 6, 7, 8]  # ids: the GPU check's tiny models need no tokenizer text

@@ -17,16 +17,16 @@ the likelier half" (total variation 0.03), computed from the plain sample by the
 approximation of the noncentral chi-square.
 
 usage (on the GPU machine, SGLang patched for DDTREE on the path):
-    python scripts/gpu_sampling_check.py OUT_DIR [--target T] [--draft D] [--draws 20000]
-    python scripts/gpu_sampling_check.py OUT_DIR --make-models /tmp/models8k   # 8192-token models first
-    python scripts/gpu_sampling_check.py OUT_DIR --make-models /tmp/m152k --vocab 151936 --only top_k=2000
-    python scripts/gpu_sampling_check.py OUT_DIR --offchain /tmp/models   # paths off the first-child chain
+    python -m scripts.gpu.sampling_check OUT_DIR [--target T] [--draft D] [--draws 20000]
+    python -m scripts.gpu.sampling_check OUT_DIR --make-models /tmp/models8k   # 8192-token models first
+    python -m scripts.gpu.sampling_check OUT_DIR --make-models /tmp/m152k --vocab 151936 --only top_k=2000
+    python -m scripts.gpu.sampling_check OUT_DIR --offchain /tmp/models   # paths off the first-child chain
     (--parallel: the three engines side by side, a quarter of the GPU's memory each)
 Defaults: the gpurig models /tmp/models/target_rand and /tmp/models/draft_rand (vocab 512: top-k
 2000 is then off; use --make-models for a vocab >= 8k). A random draft is almost never accepted,
 so there nearly every DDTREE token is a tree root's.
 --offchain DIR uses the off-chain oracle (DIR/target_offchain, DIR/draft_offchain, built by
-make_oracle_models.py; gpu_check.sh leaves them in /tmp/models) at temperature 3: the target's
+scripts/offchain/make_models.py; gpu_check.sh leaves them in /tmp/models) at temperature 3: the target's
 logits are 22.6 on its rule's token and exactly 0 on the 511 others, so at T=3 it samples that
 token 78.7 % of the time and each other 0.04 %, and the draft holds that token at rank 1, 2 or 3
 per depth (offchain_oracle.RANK_PROBS): accepted sampled paths leave the first-child chain. Top-p
@@ -44,7 +44,7 @@ On the 8k random models (bf16 logits tie at a top-k 20 cut in about half the con
 plain with another attention backend fails it as DDTREE vs plain does (`--control-attention B`:
 the compared engine is plain decoding on backend B). On the off-chain oracle the "others" are
 not all exactly 0: attention leaks put 1e-27..4e-12 on the successors of earlier tokens
-(oracle_reference.py, bf16 torch math), which the verify forward keeps and plain's decode
+(scripts/offchain/reference.py, bf16 torch math), which the verify forward keeps and plain's decode
 kernel flushes to 0, so DDTREE keeps those tokens at the cut, as the reference math does.
 """
 
@@ -86,13 +86,13 @@ OFFCHAIN_SETTINGS = ("T=1", "top_p=0.9", "repetition=1.3", "frequency=0.5", "pre
 NUMERICS_SENSITIVE = ("top_k=20", "top_k=50,top_p=0.8,min_p=0.05")
 OFFCHAIN_TEMPERATURE = 3.0
 PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
-HERE = Path(__file__).resolve().parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def make_models(out: Path, vocab: int) -> None:
     """The gpurig tiny models with another vocabulary size (runs its make_models.py, VOCAB replaced)."""
-    candidates = [os.environ.get("GPURIG_MAKE_MODELS", ""), Path(os.environ.get("RIG", HERE.parent / ".gpurig")) /
-                  "scripts/make_models.py", HERE.parents[1] / "shared/gpurig/scripts/make_models.py"]
+    candidates = [os.environ.get("GPURIG_MAKE_MODELS", ""), Path(os.environ.get("RIG", REPO / ".gpurig")) /
+                  "scripts/make_models.py", REPO.parent / "shared/gpurig/scripts/make_models.py"]
     src = next((Path(c) for c in candidates if c and Path(c).is_file()), None)
     if src is None:
         raise SystemExit("make_models.py not found: set RIG or GPURIG_MAKE_MODELS")
@@ -140,7 +140,7 @@ def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None) -> 
     cfg_path, res_path = out_dir / f"{name}.cfg.json", out_dir / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg))
     with open(out_dir / f"{name}.log", "w") as log:
-        rc = subprocess.run([sys.executable, __file__, "--engine", str(cfg_path), str(res_path)],
+        rc = subprocess.run([sys.executable, "-m", __spec__.name, "--engine", str(cfg_path), str(res_path)],
                             env=dict(os.environ, **(env or {})), stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0 or not res_path.exists():
         tail = (out_dir / f"{name}.log").read_text()[-3000:]

@@ -3,7 +3,7 @@ V=151936, fp32 logits, the benchmark's flat case), one warm-up call, then one ca
 given (`key=value` knobs of `posterior_tokens_split`; none: the defaults). Profile it with e.g.
 
     ncu --kernel-name regex:"_stats_kernel|_pool_pass_kernel" --launch-skip 2 \\
-        --section SpeedOfLight --section WarpStateStats python3 scripts/ncu_posterior.py stats_bpp=8
+        --section SpeedOfLight --section WarpStateStats python3 -m scripts.investigations.ncu_posterior stats_bpp=8
 
 (the warm-up's launches come first: skip them). Results: docs/kernels.md.
 """
@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import ast
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernels.posterior_split import posterior_tokens_split  # noqa: E402
+from kernels.posterior_split import posterior_tokens_split
 
 
 def main() -> None:

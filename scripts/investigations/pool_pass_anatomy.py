@@ -4,22 +4,19 @@ interleaved with CUDA events at batch 64 x 16 rows, V=151936, flat fp32 logits, 
 experiment on the GPU, not a test (the variants' outputs are not used); "full" is
 `posterior_pool._pool_pass_kernel`'s loop without its row checks. Results: docs/kernels.md.
 
-usage: python scripts/pool_pass_anatomy.py   (CUDA)
+usage: python -m scripts.investigations.pool_pass_anatomy   (CUDA)
 """
 
 from __future__ import annotations
 
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 import triton
 import triton.language as tl
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from kernels.posterior import POOL  # noqa: E402
-from kernels.posterior_pool import POOL_BPP, _compact, _row_floor, _scatter  # noqa: E402
+from kernels.posterior import POOL
+from kernels.posterior_pool import POOL_BPP, _compact, _row_floor, _scatter
 
 VARIANTS = {0: "full", 1: "no stores", 2: "no compaction (stores at idx % POOL)", 3: "no division",
             4: "count only", 5: "load + max only"}

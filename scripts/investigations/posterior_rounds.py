@@ -5,9 +5,9 @@ Every draw of a filtered row (top-k / top-p) is followed by one check pass over 
 so draws per row = check passes per row; a launch of the split kernel runs as many check rounds
 as its slowest row. The torch reference (`posterior_tokens_torch`) makes the same draws as the
 kernels; its uniform is wrapped to count the rows each round draws for. Logits: randn x 4
-("peaked") and x 0.3 ("flat"), as `bench_kernels.py`.
+("peaked") and x 0.3 ("flat"), as `scripts/bench/kernels.py`.
 
-    python scripts/posterior_rounds.py [--vocab 151936] [--batch 8] [--rows 8] [--json]
+    python -m scripts.investigations.posterior_rounds [--vocab 151936] [--batch 8] [--rows 8] [--json]
 """
 
 from __future__ import annotations
@@ -15,12 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import kernels.posterior_reference as posterior  # noqa: E402
+import kernels.posterior_reference as posterior
 
 # (case, top_k, top_p) x knob settings (unit, top_k_cuts, top_p_cuts)
 CASES = (("top_k=50", 50, 1.0), ("top_k=2000", 2000, 1.0), ("top_p=0.9", -1, 0.9), ("top_p=0.5", -1, 0.5))

@@ -8,7 +8,7 @@
 3. Where FlashInfer imports (a bundle with a real one): its `top_k_top_p_sampling_from_probs`, which
    SGLang's flashinfer backend calls, on the same row: all three (a tie kept whole)?
 
-usage (GPU machine, SGLang on the path): python scripts/gpu_tie_order.py
+usage (GPU machine, SGLang on the path): python -m scripts.investigations.tie_order
 Prints one line per check and exits 1 if a sampler keeps other tokens than its order predicts.
 """
 

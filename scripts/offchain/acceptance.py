@@ -10,18 +10,14 @@ accepted + 1 per round; SGLang reports spec_accept_length = completion_tokens / 
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo's kernels/
-
-from kernels.accept_walk import accept_walk_torch  # noqa: E402
-from kernels.tree_build import DraftTree, build_tree  # noqa: E402
-from offchain_oracle import DEPTHS, continuation, draft_logits, target_next  # noqa: E402
+from kernels.accept_walk import accept_walk_torch
+from kernels.tree_build import DraftTree, build_tree
+from scripts.offchain.oracle import DEPTHS, continuation, draft_logits, target_next
 
 
 @dataclass(frozen=True)

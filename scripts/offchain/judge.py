@@ -1,16 +1,16 @@
-"""Verdicts for the off-chain oracle rows of the GPU matrix (gpu_matrix.py --suite offchain).
+"""Verdicts for the off-chain oracle rows of the GPU matrix (scripts/gpu/matrix.py --suite offchain).
 
 - plain_offchain must follow the oracle's rule (two back, plus two) on every prompt, batched and
   alone: otherwise the hand-built target misbehaves on this GPU and nothing else can be judged.
 - DFLASH / DDTREE: greedy output equal to plain, batched and alone (no near-tie allowance: every
   logit margin is 20+); accepted tokens per round (SGLang's spec_accept_length, mean over the batch's
-  requests) within ACCEPT_TOLERANCE of the analytic value (oracle_acceptance.py); DDTREE's above
+  requests) within ACCEPT_TOLERANCE of the analytic value (scripts/offchain/acceptance.py); DDTREE's above
   DFLASH's measured with the same CUDA-graph setting.
 """
 
 from __future__ import annotations
 
-from offchain_oracle import continuation
+from scripts.offchain.oracle import continuation
 
 ACCEPT_TOLERANCE = 0.02
 
@@ -35,7 +35,7 @@ def _mean(values: list[float | None]) -> float | None:
 
 def expectations(cfgs: list[dict]) -> dict[str, dict]:
     """Analytic acceptance per config name (DFLASH / DDTREE rows only)."""
-    from oracle_acceptance import expected_acceptance  # the repo's kernels (Triton import)
+    from scripts.offchain.acceptance import expected_acceptance  # the repo's kernels (Triton import)
 
     out = {}
     for cfg in cfgs:

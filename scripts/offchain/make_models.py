@@ -1,11 +1,11 @@
-"""Write the off-chain oracle pair (see offchain_oracle.py) as model folders SGLang loads.
+"""Write the off-chain oracle pair (see scripts/offchain/oracle.py) as model folders SGLang loads.
 
-usage: python make_oracle_models.py OUT_DIR [--template DIR] [--skip-check]
+usage: python -m scripts.offchain.make_models OUT_DIR [--template DIR] [--skip-check]
   DIR (default OUT_DIR): the gpurig model folders DIR/target and DIR/draft (make_models.py), whose
   config.json files are the templates and whose tokenizer files are copied.
   OUT_DIR/target_offchain: Qwen3ForCausalLM, bf16 safetensors (~14 MB)
   OUT_DIR/draft_offchain:  DFlashDraftModel, bf16 safetensors (~10 MB)
-Before writing, the weights are run through the plain-torch forward (oracle_reference.py): the
+Before writing, the weights are run through the plain-torch forward (scripts/offchain/reference.py): the
 target must follow its rule and the draft must give exactly the planned logits; otherwise exit 1.
 Deterministic: the same files on every machine (seeded plan, no random weights).
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-import offchain_oracle as oracle
-import oracle_reference as ref
+from scripts.offchain import oracle
+from scripts.offchain import reference as ref
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CHECK_PROMPTS = ([5, 17, 70, 71], [300, 301], [127, 64])

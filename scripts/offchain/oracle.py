@@ -20,7 +20,7 @@ to the block token k positions back: at block position k that is the bonus, else
 everywhere else. Filler dimensions (not read by the lm_head) fix the final RMS at 1, so the logits
 are exact bf16 values.
 
-Pure torch; `make_oracle_models.py` writes the files, `oracle_acceptance.py` predicts acceptance.
+Pure torch; `scripts/offchain/make_models.py` writes the files, `scripts/offchain/acceptance.py` predicts acceptance.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from offchain_oracle import BLOCK, HEAD_DIM, HEADS, rope_freqs
+from scripts.offchain.oracle import BLOCK, HEAD_DIM, HEADS, rope_freqs
 
 EPS = 1e-6
 BF16 = torch.bfloat16

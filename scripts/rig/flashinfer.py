@@ -1,12 +1,12 @@
 """Put a slimmed FlashInfer wheel into a gpurig bundle, so SGLang can run `--attention-backend flashinfer`.
 
-    python scripts/gpurig_flashinfer.py .gpurig-fi            # pin from the bundle's sglang wheel
-    python scripts/gpurig_flashinfer.py .gpurig --dry-run     # only report sizes
-    python scripts/gpurig_flashinfer.py .gpurig --wheel ~/.cache/ddtree-patch/wheels/flashinfer_python-0.6.12-py3-none-any.whl
-    python scripts/gpurig_flashinfer.py .gpurig-fi --aot ~/.cache/ddtree-patch/flashinfer-aot/0.6.12-90a \
-        $(python scripts/flashinfer_aot_build.py --list) --no-headers --seed quantization.cu   # what ran on the H200
+    python -m scripts.rig.flashinfer .gpurig-fi            # pin from the bundle's sglang wheel
+    python -m scripts.rig.flashinfer .gpurig --dry-run     # only report sizes
+    python -m scripts.rig.flashinfer .gpurig --wheel ~/.cache/ddtree-patch/wheels/flashinfer_python-0.6.12-py3-none-any.whl
+    python -m scripts.rig.flashinfer .gpurig-fi --aot ~/.cache/ddtree-patch/flashinfer-aot/0.6.12-90a \
+        $(python -m scripts.rig.flashinfer_aot_build --list) --no-headers --seed quantization.cu   # what ran on the H200
 
---aot/--module put modules compiled ahead of time (scripts/flashinfer_aot_build.py) into the wheel's
+--aot/--module put modules compiled ahead of time (scripts/rig/flashinfer_aot_build.py) into the wheel's
 data/aot, where FlashInfer loads a module instead of compiling it; --no-headers then keeps only the
 data/csrc files the module generators read (they read them even for an AOT module), so nothing can
 compile on the GPU machine and the wheel stays small enough to travel (docs/gpu-check.md, FlashInfer).
@@ -44,7 +44,7 @@ from pathlib import Path
 
 LIMIT = 67_108_864  # what travels to the GPU machine: checkout + bundle
 CHECKOUT = 1_572_864  # allowance for the checkout where git cannot say (it was 2.2 MB on 2026-12-03)
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = "flashinfer/data/"
 # include dirs the JIT passes (flashinfer/jit/cpp_ext.py: -I CCCL, then -isystem), inside the wheel
 INCLUDE_DIRS = (
@@ -217,7 +217,7 @@ def slim_wheel(src: Path, outdir: Path, seeds: list[str], aot: dict[str, bytes] 
     for n in reached:
         area = "/".join(n[len(DATA):].split("/")[:1])
         areas[area] = areas.get(area, 0) + 1
-    note = (f"flashinfer_python {ver} slimmed by ddtree-patch scripts/gpurig_flashinfer.py: of data/ only the "
+    note = (f"flashinfer_python {ver} slimmed by ddtree-patch scripts/rig/flashinfer.py: of data/ only the "
             f"#include closure of data/csrc/{{{','.join(seeds)}}} is kept ({areas}); compiled modules in "
             f"data/aot: {sorted(n.split('/')[-1] for n in aot)}.\n").encode()
     out = outdir / src.name.replace(f"-{ver}-", f"-{slim}-")

@@ -1,10 +1,10 @@
 """Compile, on this machine (nvcc, no GPU), the FlashInfer JIT modules that SGLang's flashinfer paths
-load, so a gpurig bundle carries them compiled (scripts/gpurig_flashinfer.py --aot) and the GPU
+load, so a gpurig bundle carries them compiled (scripts/rig/flashinfer.py --aot) and the GPU
 machine compiles nothing.
 
-    python scripts/flashinfer_aot_build.py ~/.cache/ddtree-patch/flashinfer-aot/0.6.12-90a --head-dim 64
-    python scripts/gpurig_flashinfer.py .gpurig-fi --aot ~/.cache/ddtree-patch/flashinfer-aot/0.6.12-90a \\
-        $(python scripts/flashinfer_aot_build.py --list --head-dim 64) --no-headers --seed quantization.cu
+    python -m scripts.rig.flashinfer_aot_build ~/.cache/ddtree-patch/flashinfer-aot/0.6.12-90a --head-dim 64
+    python -m scripts.rig.flashinfer .gpurig-fi --aot ~/.cache/ddtree-patch/flashinfer-aot/0.6.12-90a \\
+        $(python -m scripts.rig.flashinfer_aot_build --list --head-dim 64) --no-headers --seed quantization.cu
 
 Which modules (FlashInfer 0.6.12, SGLang 0.5.15 with sglang-kernel 0.4.4, bf16, sm90), and why:
 - per head dim: batch prefill fa2 (paged prefill and the speculative verify, custom mask; also the

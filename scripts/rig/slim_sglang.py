@@ -1,7 +1,7 @@
 """Drop packages an LLM engine never imports from a gpurig bundle's sglang wheel, so the bundle fits.
 
-    python scripts/gpurig_slim_sglang.py .gpurig-0.5.13            # drop DROP, rewrite the wheel in place
-    python scripts/gpurig_slim_sglang.py .gpurig-0.5.11 --dry-run  # only report sizes
+    python -m scripts.rig.slim_sglang .gpurig-0.5.13            # drop DROP, rewrite the wheel in place
+    python -m scripts.rig.slim_sglang .gpurig-0.5.11 --dry-run  # only report sizes
 
 A device call carries checkout + bundle in 64 MiB. The 0.5.11 and 0.5.13 bundles exceed it (0.5.13's
 wheel holds a 2.8 MB gRPC extension, both the diffusion runtime `multimodal_gen`). Nothing under
@@ -19,8 +19,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpurig_flashinfer import LIMIT, checkout_bytes, record_row, record_text, tree_bytes  # noqa: E402
+from scripts.rig.flashinfer import LIMIT, checkout_bytes, record_row, record_text, tree_bytes
 
 DROP = ("sglang/multimodal_gen/", "sglang/srt/grpc/")
 NOTE = "DDTREE_PATCH_SLIMMED"
@@ -49,7 +48,7 @@ def slim(src: Path, out: Path, drop: tuple[str, ...] = DROP) -> tuple[int, int]:
                 data = zin.read(info)
                 zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
                 rows.append(record_row(info.filename, data))
-            note = ("dropped by ddtree-patch scripts/gpurig_slim_sglang.py (not imported by a text-model "
+            note = ("dropped by ddtree-patch scripts/rig/slim_sglang.py (not imported by a text-model "
                     f"engine): {', '.join(drop)}\n").encode()
             zi = zipfile.ZipInfo(dist_info + NOTE, date_time=(2020, 1, 1, 0, 0, 0))
             zi.external_attr = 0o644 << 16

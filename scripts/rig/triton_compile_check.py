@@ -1,6 +1,6 @@
 """Compile, without a GPU, SGLang's Triton attention kernels for sm90 with the Triton at hand.
 
-    PYTHONPATH=/path/to/site python scripts/gpurig_triton_compile_check.py
+    PYTHONPATH=/path/to/site python -m scripts.rig.triton_compile_check
 
 Why: a compat bundle (scripts/gpurig_compat.sh) runs a release's kernels on an older Triton than it
 pins (0.5.18 pins 3.7.1; the GPU machine has 3.6). Triton's interpreter is no proof (3.6's stops on

@@ -1,8 +1,8 @@
 """Train a small Qwen3 target and a DFlash drafter for it on the Python standard library's sources.
 
-usage: python scripts/train_pair.py OUT_DIR [--preset gpu|strong|tiny] [--seed N] [--device cuda|cpu]
+usage: python -m scripts.train.pair OUT_DIR [--preset gpu|strong|tiny] [--seed N] [--device cuda|cpu]
                                    [--set FIELD=VALUE ...]   (override preset fields)
-  --set corpus=mixed : the stdlib mixed with generated structured text (structured_corpus.py), a
+  --set corpus=mixed : the stdlib mixed with generated structured text (scripts/train/structured_corpus.py), a
                    share `structured_share` of the characters, so the target is predictable the
                    way chat / code targets are on their benchmarks (the `strong` preset)
   --set draft_labels=greedy : the drafter trains on the target's own greedy continuations of
@@ -13,7 +13,7 @@ usage: python scripts/train_pair.py OUT_DIR [--preset gpu|strong|tiny] [--seed N
                    hidden_norm.weight, norm.weight), conditioned on the target's hidden states
   OUT_DIR/manifest.json : sizes, steps, seeds, losses, timings, an offline DFlash acceptance
                    estimate on held-out files, sha256 of every weight file
-  OUT_DIR/prompts.json : held-out prompt windows (token ids), what bench_e2e.py serves the pair
+  OUT_DIR/prompts.json : held-out prompt windows (token ids), what scripts/bench/e2e.py serves the pair
 Seeded (data order, init, anchors); CUDA runs in torch's deterministic mode. A per-phase time cap
 stops a phase early and says so in the manifest (the step count is then not the planned one).
 Run it with the SGLang bundle on PYTHONPATH so the tokenizer is saved by the transformers that
@@ -37,11 +37,8 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuB
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # the repo's `kernels` (tree build, accept walk)
-import dflash_draft as dd  # noqa: E402
-import stdlib_corpus  # noqa: E402
-import structured_corpus  # noqa: E402
+from scripts.train import dflash_draft as dd  # noqa: E402
+from scripts.train import stdlib_corpus, structured_corpus  # noqa: E402
 
 
 @dataclass
@@ -379,7 +376,7 @@ def load_texts(p: Preset, stdlib: Path | None) -> tuple[stdlib_corpus.Corpus, di
 
 
 def bench_prompts(held: torch.Tensor, count: int, length: int) -> list[list[int]]:
-    """`count` evenly spaced held-out windows: the prompts bench_e2e.py serves this pair."""
+    """`count` evenly spaced held-out windows: the prompts scripts/bench/e2e.py serves this pair."""
     step = (held.numel() - length) // count
     return [held[i * step: i * step + length].tolist() for i in range(count)]
 

@@ -1,13 +1,13 @@
-"""Widen a trained pair (train_pair.py) to a large model's shape without changing what it computes.
+"""Widen a trained pair (scripts/train/pair.py) to a large model's shape without changing what it computes.
 
-usage: python scripts/widen_pair.py PAIR OUT [--shape qwen3-8b|small] [--device cuda|cpu] [--no-check]
-  PAIR: train_pair.py's folder (target/, draft/, manifest.json); OUT gets the same layout.
+usage: python -m scripts.train.widen PAIR OUT [--shape qwen3-8b|small] [--device cuda|cpu] [--no-check]
+  PAIR: scripts/train/pair.py's folder (target/, draft/, manifest.json); OUT gets the same layout.
 
 Why: the trained pair's target is too small for any speculation to pay (its forward costs less
 than a draft pass), so its tokens/s say nothing about a real target. Widened, the same pair
 accepts the same tokens while every forward costs what Qwen3-8B's does (hidden 4096, MLP 12288,
 36 layers, vocab 151936; a 5-layer drafter, z-lab's Qwen3-8B-DFlash-b16 shape), so the
-end-to-end benchmark (bench_e2e.py --pair OUT) times plain / DFLASH / DDTREE at that cost with a
+end-to-end benchmark (scripts/bench/e2e.py --pair OUT) times plain / DFLASH / DDTREE at that cost with a
 trained drafter's acceptance.
 
 How the function is kept (every new weight is zero unless said):
@@ -32,14 +32,10 @@ import argparse
 import json
 import math
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 
 
 @dataclass(frozen=True)
@@ -221,7 +217,7 @@ def widen(pair: Path, out: Path, shape: Shape) -> Widener:
         for f in (pair / name).iterdir():
             if f.name not in ("config.json", "model.safetensors") and f.is_file():
                 shutil.copy(f, d / f.name)
-    if (pair / "prompts.json").is_file():  # the pair's held-out prompts (train_pair.py), what the bench serves
+    if (pair / "prompts.json").is_file():  # the pair's held-out prompts (scripts/train/pair.py), what the bench serves
         shutil.copy(pair / "prompts.json", out / "prompts.json")
     manifest = json.loads((pair / "manifest.json").read_text())
     manifest["widened"] = {"from": str(pair), "shape": vars(shape), "head_dim": w.head_dim, "constant_dim": w.c,
@@ -241,8 +237,8 @@ def check(pair: Path, out: Path, device: str, rows: int = 4, seq: int = 96) -> d
     from safetensors.torch import load_file
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    import dflash_draft as dd
-    from train_pair import FeatureTap
+    from scripts.train import dflash_draft as dd
+    from scripts.train.pair import FeatureTap
 
     def load(folder: Path):
         dcfg = json.loads((folder / "draft" / "config.json").read_text())
@@ -302,7 +298,7 @@ def main() -> None:
     a = ap.parse_args()
     for f in ("target/model.safetensors", "draft/model.safetensors", "manifest.json"):
         if not (a.pair / f).is_file():
-            raise SystemExit(f"{a.pair / f} missing: run scripts/train_pair.py {a.pair} first")
+            raise SystemExit(f"{a.pair / f} missing: run scripts/train/pair.py {a.pair} first")
     w = widen(a.pair, a.out, SHAPES[a.shape])
     print(json.dumps({"out": str(a.out), "shape": a.shape, "constant": w.k}), flush=True)
     if a.no_check:

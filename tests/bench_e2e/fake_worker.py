@@ -1,4 +1,4 @@
-"""Speaks scripts/bench_worker.py's protocol without SGLang (an Engine needs a GPU): used only to
+"""Speaks scripts/bench/worker.py's protocol without SGLang (an Engine needs a GPU): used only to
 test the coordinator's process handling, interleaving and report on CPU.
 
 Config `fake`: {"fail_start": bool, "die_on": command id, "accept": tokens per round,

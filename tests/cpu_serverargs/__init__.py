@@ -7,6 +7,6 @@
 - `probe.py`: run with the venv's python; prints JSON of resolved speculative settings.
 - `torchvision_stand_in`: what lets SGLang import beside a CPU torch.
 
-Warm the cache with `python scripts/make_cpu_venv.py`; the behaviour test is
+Warm the cache with `python -m scripts.dev.make_cpu_venv`; the behaviour test is
 `pytest -m slow tests/test_serverargs_behaviour.py`.
 """

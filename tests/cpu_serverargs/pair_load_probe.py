@@ -1,9 +1,10 @@
 """Load a trained pair into SGLang's own model classes on CPU and compare the drafter's function.
 
-usage: SGLANG_USE_CPU_ENGINE=1 python pair_load_probe.py REPO_ROOT PAIR_DIR   (sglang on PYTHONPATH)
+usage (repository root): SGLANG_USE_CPU_ENGINE=1 python -m tests.cpu_serverargs.pair_load_probe PAIR_DIR
+(sglang on PYTHONPATH)
 Prints JSON: SGLang's parsed draft config, the parameters that `load_weights` of its
 `Qwen3ForCausalLM` (target) and `DFlashDraftModel` (drafter) left unset, and the
-largest difference between our training module (scripts/dflash_draft.py) and the same draft
+largest difference between our training module (scripts/train/dflash_draft.py) and the same draft
 computed from SGLang's modules (its fused qkv / gate_up weights as loaded, its RMSNorm, its
 rotary embedding) for one block [anchor, MASK...] over a context. The attention itself is plain
 math on both sides (SGLang's runs in RadixAttention, which needs a KV pool): non-causal inside the
@@ -16,17 +17,16 @@ import json
 import sys
 from pathlib import Path
 
-import torchvision_stand_in  # noqa: E402  (beside this file)
+from tests.cpu_serverargs import torchvision_stand_in
 
 torchvision_stand_in.install()
 import torch  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 from transformers import AutoConfig  # noqa: E402
 
-sys.path.insert(0, str(Path(sys.argv[1]) / "scripts"))
-import dflash_draft as dd  # noqa: E402
+from scripts.train import dflash_draft as dd  # noqa: E402
 
-PAIR = Path(sys.argv[2])
+PAIR = Path(sys.argv[1])
 
 
 def sglang_runtime() -> None:

@@ -1,7 +1,7 @@
 """Run SGLang's own Triton extend-attention kernel (the target-verify path of its triton backend)
 on a DDTree mask from our kernels, under TRITON_INTERPRET=1 on CPU tensors, inside a release venv.
 
-usage: python tree_attention_probe.py REPO_ROOT [cuda]   (sglang on PYTHONPATH; `cuda` runs the
+usage (repository root): python -m tests.cpu_serverargs.tree_attention_probe [cuda]   (sglang on PYTHONPATH; `cuda` runs the
 compiled kernels on the GPU instead of the interpreter)
 Prints JSON: the largest difference of SGLang's output from an ancestor-mask reference and from
 a causal-mask reference, and whether the tree leaves the first-child chain (so they can differ);
@@ -16,16 +16,15 @@ import json
 import os
 import sys
 
-DEVICE = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+DEVICE = sys.argv[1] if len(sys.argv) > 1 else "cpu"
 if DEVICE == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere
-sys.path.insert(0, sys.argv[1])
 
 import torch  # noqa: E402
-import torchvision_stand_in  # noqa: E402  (beside this file: the script's folder is on sys.path)
 
 from kernels import build_tree, build_tree_mask  # noqa: E402
 from kernels.tree_mask import ancestor_matrix_torch, build_tree_mask_torch  # noqa: E402
+from tests.cpu_serverargs import torchvision_stand_in  # noqa: E402
 
 torchvision_stand_in.install(("xgrammar",))  # SGLang imports torchvision (and 0.5.17+ xgrammar); the CPU venv has neither
 try:  # where the kernel lives: srt/layers/attention/triton_ops up to 0.5.2x, then sglang/kernels

@@ -40,9 +40,8 @@ import sys
 import types
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import stand_ins  # noqa: E402
-from replaying_graph import ReplayingGraph  # noqa: E402
+import stand_ins  # beside this file
+from replaying_graph import ReplayingGraph
 
 stand_ins.install()
 

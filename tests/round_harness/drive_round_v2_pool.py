@@ -53,8 +53,7 @@ from array import array
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import stand_ins  # noqa: E402
+import stand_ins  # noqa: E402  (beside this file)
 
 stand_ins.install()
 

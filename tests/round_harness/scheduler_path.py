@@ -1,7 +1,7 @@
 """Drive DDTreeWorkerV2 through a real SGLang release's `Scheduler.run_batch` on a CPU (test harness).
 
-Run in the release's CPU venv (tests/cpu_serverargs/venv_builder.py) with a patched install first
-on PYTHONPATH. Real: the release's `Scheduler.run_batch` (which calls
+Run in the release's CPU venv (tests/cpu_serverargs/venv_builder.py) with PYTHONPATH = a patched
+install, then tests/cpu_serverargs (the torchvision stand-in). Real: the release's `Scheduler.run_batch` (which calls
 `model_worker.forward_batch_generation` with the keywords that release passes, then writes the
 result back into the batch) and the Scheduler helpers it calls, `ScheduleBatch`,
 `GenerationBatchResult`, `DFlashDraftInputV2`, `SpeculativeAlgorithm.DDTREE`, `worker_class` (with
@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "cpu_serverargs"), str(HERE)]
 
 import torchvision_stand_in  # noqa: E402
 

@@ -2,7 +2,7 @@
 
 Extends tests/cpu_serverargs/torchvision_stand_in.py (torchvision) to `sgl_kernel`, SGLang's CUDA
 kernel package, which the scheduler's import chain pulls in (memory_pool_host) but a CPU round
-never calls. Install before importing SGLang.
+never calls. Install before importing SGLang; tests/cpu_serverargs must be on PYTHONPATH.
 """
 
 from __future__ import annotations
@@ -10,10 +10,8 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cpu_serverargs"))
-import torchvision_stand_in  # noqa: E402
+import torchvision_stand_in
 
 ROOTS = ("sgl_kernel",)
 

@@ -7,6 +7,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 STUB_MODULES = {
@@ -95,11 +97,11 @@ def sglang_from(site: Path) -> Iterator[None]:
     """Inside the block `sglang` imports from `site`; afterwards the modules it loaded leave
     `sys.modules` and any sglang modules loaded before are back."""
     saved = {name: sys.modules[name] for name in _sglang_modules()}
-    sys.path.insert(0, str(site))
-    try:
-        yield
-    finally:
-        sys.path.remove(str(site))
-        for name in _sglang_modules():
-            del sys.modules[name]
-        sys.modules.update(saved)
+    with pytest.MonkeyPatch.context() as patch:  # sys.path as it was afterwards
+        patch.syspath_prepend(str(site))
+        try:
+            yield
+        finally:
+            for name in _sglang_modules():
+                del sys.modules[name]
+            sys.modules.update(saved)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .budget_ladder import AUTO, build_ladder, is_auto, max_budget_setting
+from .budget_ladder import AUTO, build_ladder, is_auto, max_budget_setting, mem_cap_bytes
 from .capabilities import FASTEST_TREE_BACKEND, TREE_MASK_ATTENTION_BACKENDS, capability
 
 # Limits of the tree build (kernels/tree_build.py MAX_BUDGET / MAX_DEPTH: a node is packed into
@@ -102,6 +102,7 @@ def resolve_budget_and_topk(server_args: Any, block: int) -> tuple[int, int]:
             )
         try:
             cap = max_budget_setting()
+            mem_cap_bytes()  # read at graph capture; a bad value fails here, before the model loads
         except ValueError as exc:
             raise DDTreeArgumentError(f"--speculative-ddtree-budget auto: {exc}") from None
         budget = build_ladder(block, None if topk is None else int(topk), cap, MAX_BUDGET).widest

@@ -49,8 +49,8 @@ scheduler's host sequence lengths plus one round of lag.
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from contextlib import nullcontext
+from typing import Callable, Optional
 
 import torch
 
@@ -60,7 +60,9 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
 from sglang.srt.speculative.ddtree.contract import release_takes
+from sglang.srt.speculative.ddtree.budget_ladder import mem_cap_bytes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
+from sglang.srt.speculative.ddtree.verify_graphs import WidthGraphs, published_width
 from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
 from sglang.srt.speculative.ddtree.kernels import accept_walk
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
@@ -78,8 +80,6 @@ from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 logger = logging.getLogger(__name__)
-
-_WIDTH_SOURCE = "ddtree: draft runner width"
 
 # Release guards (patches/contract.py checks the branch each release runs).
 # 0.5.14: the seed token is `verified_id`, with a verify-done event and the reserved watermark.
@@ -102,34 +102,6 @@ def resolved_view(server_args: ServerArgs):
     except ImportError:
         return server_args
     return resolving_view(server_args)
-
-
-def _published_draft_tokens() -> Optional[int]:
-    """The width in the published config bags (0.5.17+); None where the release has none."""
-    try:
-        from sglang.srt.runtime_context import get_spec
-    except ImportError:
-        return None
-    try:
-        return get_spec().speculative_num_draft_tokens
-    except (ValueError, AttributeError):  # not published (yet), or no such leaf
-        return None
-
-
-@contextmanager
-def published_width(width: int) -> Iterator[None]:
-    """Publish `width` as `speculative_num_draft_tokens` while the draft runner reads it."""
-    current = _published_draft_tokens()
-    if current is None or current == width:
-        yield
-        return
-    from sglang.srt.runtime_context import get_context
-
-    get_context().override(_WIDTH_SOURCE, speculative_num_draft_tokens=width)
-    try:
-        yield
-    finally:
-        get_context().override(_WIDTH_SOURCE, speculative_num_draft_tokens=current)
 
 
 class DDTreeWorkerV2(DFlashWorkerV2):
@@ -181,10 +153,14 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             TableFence(fence_slot, self.device) if overlap and self._kv_commit_mode == "reorder" else None
         )
         self._tree_stage_instance: TreeStage | None = None
+        self._auto_ladder = ladder
+        self._token_cap = getattr(resolved, "chunked_prefill_size", None)
+        self._graphs = not getattr(resolved, "disable_cuda_graph", False)
+        self._width_graphs: WidthGraphs | None = None  # `auto` with graphs: the target's per width
+        # With graphs, `auto` is built once they are captured (init_cuda_graphs): its ladder is what they allow.
         self._auto_budget = AutoBudget.for_worker(
-            ladder, block, self.device, graphs=not getattr(resolved, "disable_cuda_graph", False),
-            token_cap=getattr(resolved, "chunked_prefill_size", None),
-        ) if ladder else None
+            ladder, block, self.device, graph_widths=None, token_cap=self._token_cap,
+        ) if ladder and not self._graphs else None
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
             self.budget, self.topk, self.block_size, self.verify_width,
@@ -195,6 +171,23 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         # width from the published config (0.5.17+), they must see the block then too.
         with published_width(int(self.block_size)):
             super().init_cuda_graphs()
+        if self._auto_ladder is not None and self._graphs:
+            self._capture_verify_widths(self._auto_ladder)
+
+    def _capture_verify_widths(self, ladder) -> None:
+        """`auto` with CUDA graphs: a target verify graph per ladder width (within the memory cap);
+        the ladder keeps the budgets whose width has one. A target without graphs verifies eagerly."""
+        target = self.target_worker.model_runner
+        block = int(self.block_size)
+        graph_widths, trimmed = None, ()
+        if target.decode_cuda_graph_runner is not None:
+            self._width_graphs = WidthGraphs(target, self.verify_width)
+            self._width_graphs.capture({max(b + 1, block) for b in ladder.budgets}, target.server_args,
+                                       mem_cap_bytes())
+            graph_widths, trimmed = self._width_graphs.widths, self._width_graphs.trimmed
+            logger.info("DDTREE auto: target verify graphs at widths %s (%.2f GiB beyond the target's own)",
+                        sorted(graph_widths), self._width_graphs.used_bytes / 2**30)
+        self._auto_budget = AutoBudget.for_worker(ladder, block, self.device, graph_widths, self._token_cap, trimmed)
 
     def _maybe_build_draft_sampler(self):
         # DDTree needs the whole draft distribution, not DFlash's in-graph argmax.
@@ -254,14 +247,14 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             tree = pad_tree(round_tree, width)
         nodes_first_child, nodes_next_sibling = round_tree.first_child, round_tree.next_sibling
         seed = self._seed_tokens(draft_input)
-        attn_backend = self.target_worker.model_runner.attn_backend
-        verify_input = DDTreeVerifyInput.from_tree(
-            tree, seed, prefix_lens, int(bound_cpu.sum()), prefix_ones=mask_reads_prefix(attn_backend),
-            mask_buffer=graph_mask_buffer(attn_backend),
-        )
-        cache_loc_2d = self._request_slots(batch, prefix_lens, width)
-        with verify_width(attn_backend, width):
-            logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
+        with self._target_at(width) as attn_backend:
+            verify_input = DDTreeVerifyInput.from_tree(
+                tree, seed, prefix_lens, int(bound_cpu.sum()), prefix_ones=mask_reads_prefix(attn_backend),
+                mask_buffer=graph_mask_buffer(attn_backend),
+            )
+            cache_loc_2d = self._request_slots(batch, prefix_lens, width)
+            with verify_width(attn_backend, width):
+                logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
 
         node_logits = logits_output.next_token_logits.view(bs, width, -1)[:, :tree_size]
         node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed, tree_size)
@@ -397,6 +390,13 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         if hidden is None:
             raise RuntimeError("DDTREE: the DFlash draft model returned no hidden states.")
         return hidden.view(bs, block, -1)[:, 1:, :]
+
+    def _target_at(self, width: int):
+        """The target verifies `width` tokens per request: its backend and graphs of that width where
+        `auto` captured them (yielded: the backend), else its own."""
+        if self._width_graphs is not None:
+            return self._width_graphs.use(width)
+        return nullcontext(self.target_worker.model_runner.attn_backend)
 
     def _verify(self, batch, verify_input, cache_loc_2d, bound_cpu):
         """One target forward over the tree; returns (logits output, ran as a CUDA graph)."""

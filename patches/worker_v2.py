@@ -185,7 +185,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             self._width_graphs.capture({max(b + 1, block) for b in ladder.budgets}, target.server_args,
                                        mem_cap_bytes())
             graph_widths, trimmed = self._width_graphs.widths, self._width_graphs.trimmed
-            logger.info("DDTREE auto: target verify graphs at widths %s (%.2f GiB beyond the target's own)",
+            logger.warning("DDTREE auto: target verify graphs at widths %s (%.2f GiB beyond the target's own)",
                         sorted(graph_widths), self._width_graphs.used_bytes / 2**30)
         self._auto_budget = AutoBudget.for_worker(ladder, block, self.device, graph_widths, self._token_cap, trimmed)
 

@@ -52,9 +52,11 @@ EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 REORDER_LOG = "DDTREE KV commit: reorder"
 MASK_IN_PLACE_LOG = "DDTREE verify mask: built in place"  # patches/tree_verify.py's MASK_LOG begins so
 # `--speculative-ddtree-budget auto` (patches/auto_budget.py): the ladder line every such engine logs
-# once, with CUDA graphs the reason the other widths are left out, and without them the periodic line
-# of the budgets chosen (every AUTO_LOG_EVERY rounds, at warning level when the interval is set).
+# once; with CUDA graphs the widths given a target verify graph (patches/verify_graphs.py), or, with
+# the graph memory cap at 0, the reason the other widths are left out; and the periodic line of the
+# budgets chosen (every AUTO_LOG_EVERY rounds, at warning level when the interval is set).
 AUTO_LADDER_LOG = "DDTREE auto budget ladder: "
+AUTO_WIDTHS_LOG = "DDTREE auto: target verify graphs at widths"
 AUTO_GRAPHED_LOG = "no target verify graph at its width"
 AUTO_CHOSEN_LOG = "DDTREE auto budget: batch<="
 AUTO_LOG_EVERY = 4
@@ -137,26 +139,29 @@ def offchain_configs() -> list[dict]:
 
 
 def auto_configs(cfgs: list[dict], chooses_per_round: bool = True) -> list[dict]:
-    """`--speculative-ddtree-budget auto` beside each suite's DDTREE rows: on both tiny targets eager
-    (every round chooses a budget of the ladder; the periodic line must show rounds chosen) and with
-    CUDA graphs (the captured width's budget only, the log must say why), judged against plain like
-    every row; on the off-chain oracle with CUDA graphs, where every round verifies the ladder's widest
-    budget (64), so its acceptance is judged against budget 64's analytic value. The eager off-chain
-    row has no analytic value (its budgets vary by round), so it is not run. `chooses_per_round=False`
-    (the v1 worker, SGLang 0.5.11-0.5.13: every round the widest budget): only the ladder line is required."""
+    """`--speculative-ddtree-budget auto` beside each suite's DDTREE rows, on both tiny targets eager
+    and with CUDA graphs (a target verify graph per ladder width; the log must name the widths): every
+    round chooses a budget of the ladder, the periodic line must show rounds chosen, and each row is
+    judged against plain like every row. On the off-chain oracle with CUDA graphs the graph memory cap
+    is 0, so only the target's own width has a graph and every round verifies the ladder's widest
+    budget (64): its acceptance is judged against budget 64's analytic value and the log must say why
+    the other widths are left out. `chooses_per_round=False` (the v1 worker, SGLang 0.5.11-0.5.13:
+    every round the widest budget): only the ladder line is required."""
     out = []
     for cfg in cfgs:
         name = cfg["name"]
         if name not in AUTO_BESIDE:
             continue
-        cg = bool(cfg.get("cuda_graph"))
+        cg, offchain = bool(cfg.get("cuda_graph")), cfg.get("suite") == "offchain"
         auto = {k: v for k, v in cfg.items() if k != "bench"}
-        per_round = [AUTO_GRAPHED_LOG if cg else AUTO_CHOSEN_LOG] if chooses_per_round else []
-        auto.update(name=name.replace("_b8_", "_auto_").replace("_b64_", "_auto_"), budget="auto",
-                    env={**cfg.get("env", {}), "DDTREE_AUTO_LOG_EVERY": str(AUTO_LOG_EVERY)},
-                    log_must=[*cfg.get("log_must", []), AUTO_LADDER_LOG, *per_round])
-        if cfg.get("suite") == "offchain":
+        env = {**cfg.get("env", {}), "DDTREE_AUTO_LOG_EVERY": str(AUTO_LOG_EVERY)}
+        per_round = [AUTO_CHOSEN_LOG] + ([AUTO_WIDTHS_LOG] if cg else [])
+        if offchain:
+            env["DDTREE_AUTO_GRAPH_MEM_GB"] = "0"
+            per_round = [AUTO_WIDTHS_LOG, AUTO_GRAPHED_LOG]
             auto["analytic_budget"] = 64  # offchain_judge: the budget every round of this row verifies
+        auto.update(name=name.replace("_b8_", "_auto_").replace("_b64_", "_auto_"), budget="auto", env=env,
+                    log_must=[*cfg.get("log_must", []), AUTO_LADDER_LOG, *(per_round if chooses_per_round else [])])
         out.append(auto)
     return out
 

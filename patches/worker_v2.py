@@ -6,7 +6,8 @@ round's verify:
    draft logits (through the target lm_head) where DFlash keeps only their argmax.
 2. Tree: the `budget` best prefixes of the per-depth top-K (`kernels.build_tree`).
 3. Verify: one target pass over the tree with depth positions and the ancestor mask.
-4. Accept: a posterior token at every node (argmax, or a sample), walked from the root; a batch
+4. Accept: a posterior token at every node (argmax, or a sample; under a grammar from each node's
+   masked row: tree_grammar.py, 0.5.17+), walked from the root; a batch
    asking for log-probs gets each emitted token's from its node's logits (round_logprobs.py, 0.5.18+).
 5. Commit: the accepted nodes' target KV is moved to the slots of positions `prefix .. prefix+len`
    (a KV copy, as EAGLE does for trees, so any page size keeps its slot layout; or, opted in at page
@@ -60,8 +61,8 @@ from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, Forw
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
 from sglang.srt.speculative.ddtree.contract import release_takes
-from sglang.srt.speculative.ddtree.budget_ladder import mem_cap_bytes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
+from sglang.srt.speculative.ddtree.budget_ladder import mem_cap_bytes
 from sglang.srt.speculative.ddtree.verify_graphs import WidthGraphs, published_width
 from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
 from sglang.srt.speculative.ddtree.kernels import accept_walk
@@ -73,6 +74,7 @@ from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
     path_features,
 )
+from sglang.srt.speculative.ddtree.tree_grammar import TreeGrammar
 from sglang.srt.speculative.ddtree.tree_stage import TreeStage
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
@@ -207,17 +209,12 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         if pp_proxy_tensors is not None:
             # DFlash's own validation refuses --pp-size > 1, so a decode batch never carries these.
             raise RuntimeError("DDTREE does not support pipeline parallelism (got pp_proxy_tensors).")
-        if getattr(batch, "has_grammar", False):
-            # `grammar_barrier` advances the previous batch's grammar FSM before a verify reads it
-            # to build a vocab mask; DDTree builds no mask, so grammar requests must be refused
-            # before they are scheduled, and a batch carrying one is a broken invariant.
-            raise RuntimeError("DDTREE applies no grammar mask, but a grammar request reached a decode round.")
         if getattr(batch, "return_logprob", False):
             refuse_where_absent()
         draft_input = batch.spec_info
         if not isinstance(draft_input, DFlashDraftInputV2):
             raise RuntimeError("DDTREE expected DFlashDraftInputV2 state on the running batch.")
-        return self._decode_round(batch, draft_input, on_publish)
+        return self._decode_round(batch, draft_input, on_publish, grammar_barrier)
 
     # --- one decode round -------------------------------------------------------------------
 
@@ -230,7 +227,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             return reserved.to(torch.int64)
         return batch.seq_lens.to("cpu", torch.int64)
 
-    def _decode_round(self, batch, draft_input, on_publish) -> GenerationBatchResult:
+    def _decode_round(self, batch, draft_input, on_publish, grammar_barrier=None) -> GenerationBatchResult:
         batch.seq_lens.record_stream(torch.get_device_module(self.device).current_stream())
         bs = len(batch.seq_lens)
         prefix_lens = batch.seq_lens
@@ -246,6 +243,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             round_tree = prefix_tree(staged.tree, tree_size)
             tree = pad_tree(round_tree, width)
         nodes_first_child, nodes_next_sibling = round_tree.first_child, round_tree.next_sibling
+        # Grammar requests: the tree goes to the host now, its per-node masks are built after the verify launch.
+        grammar = TreeGrammar.start(batch, tree.tokens[:, :tree_size], nodes_first_child, nodes_next_sibling)
         seed = self._seed_tokens(draft_input)
         with self._target_at(width) as attn_backend:
             verify_input = DDTreeVerifyInput.from_tree(
@@ -257,7 +256,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
                 logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
 
         node_logits = logits_output.next_token_logits.view(bs, width, -1)[:, :tree_size]
-        node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed, tree_size)
+        node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed, tree_size,
+                                                 grammar.mask(grammar_barrier) if grammar else None)
         tree_tokens = tree.tokens[:, :tree_size]
         accepted_idx, accept_len, bonus = accept_walk(
             tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
@@ -421,7 +421,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             self._node_sampler_instance = NodeSampler(pool_size, self.device)
         return self._node_sampler_instance
 
-    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens, n) -> tuple[torch.Tensor, torch.Tensor]:
+    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens, n,
+                   grammar_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Target token at every tree node (the first `n`) with SGLang's sampling semantics
         (patches/node_sampling.py), and the logits it was drawn from: (adjusted node logits [bs, n, V],
         tokens [bs, n])."""
@@ -429,7 +430,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         tokens, parent = tree.tokens[:, :n], tree.parent[:, :n]
         positions = prefix_lens.to(torch.int64)[:, None] + tree.depth[:, :n]
         adjusted = sampler.adjust(node_logits, batch, tokens, parent, self.max_commit - 1, root_tokens,
-                                  self._sampling_backend)
+                                  self._sampling_backend, grammar_mask)
         return adjusted, sampler.draw(adjusted, batch, tokens, parent, positions, self._sample_generator,
                                       self._sampling_backend)
 

@@ -46,6 +46,8 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
                         [200, 64, 65], [127, 64], [10, 11, 12, 13, 100, 101]],
             "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
 SUITES = ("base", "offchain")
+ARCH = "arch"  # not in `all`: make_arch_models.py's MoE and MLA + MoE targets, judged as target_rand is
+ARCH_MODELS = ("moe", "mla")
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 # What a DDTREE engine's log shows (at warning, the engines' level) when it commits by reordering
 # req_to_token (patches/kv_commit.py).
@@ -78,7 +80,7 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
     that have the buffer) must log that they used it. `auto_budget`: also the `auto` rows
     (`auto_configs`)."""
     out = (base_configs(eager_stage) if "base" in suites else []) + \
-        (offchain_configs() if "offchain" in suites else [])
+        (offchain_configs() if "offchain" in suites else []) + (arch_configs() if ARCH in suites else [])
     if auto_budget:
         out += auto_configs(out, _spec_v2_worker())
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
@@ -190,6 +192,22 @@ def base_configs(eager_stage: bool = False) -> list[dict]:
     out.append({"name": "ddtree_b8_rand_cg_sampled", "model": "rand", "algo": "DDTREE", "draft": DRAFT,
                 "budget": 8, "cuda_graph": True, "sampled": True, "target": str(MODELS / "target_rand"),
                 "prompts": PROMPTS["rand"], "max_new": MAX_NEW})
+    return out
+
+
+def arch_configs() -> list[dict]:
+    """Plain, DFLASH and DDTREE budgets 8 and 32 on each tiny architecture target, eager and with CUDA
+    graphs; random weights, so DDTREE may differ from plain only at plain's near-ties (its top-2 logged)."""
+    out = []
+    for model in ARCH_MODELS:
+        base = {"target": str(MODELS / f"target_{model}_rand"), "prompts": PROMPTS["rand"], "max_new": MAX_NEW,
+                "model": model}
+        out.append(dict(base, name=f"plain_{model}", algo="NONE", logprobs=True))
+        for cg in (False, True):
+            tag = f"{model}_{'cg' if cg else 'eager'}"
+            out.append(dict(base, name=f"dflash_{tag}", algo="DFLASH", draft=DRAFT, cuda_graph=cg))
+            for b in (8, 32):
+                out.append(dict(base, name=f"ddtree_b{b}_{tag}", algo="DDTREE", draft=DRAFT, budget=b, cuda_graph=cg))
     return out
 
 
@@ -382,8 +400,9 @@ def _spread(bench: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--suite", choices=(*SUITES, "all"), default="all",
-                    help="base: the gpurig tiny models; offchain: the off-chain oracle; all: both (default)")
+    ap.add_argument("--suite", choices=(*SUITES, ARCH, "all"), default="all",
+                    help="base: the gpurig tiny models; offchain: the off-chain oracle; all: both (default); "
+                         "arch: the MoE and MLA + MoE targets (make_arch_models.py)")
     ap.add_argument("--only", nargs="*", help="config names; the plain references of their models are added")
     ap.add_argument("--no-reference", action="store_true", help="with --only: skip the plain references")
     ap.add_argument("--parallel", type=int, default=8)
@@ -416,7 +435,7 @@ def main() -> int:
     missing = sorted({Path(c[k]).name for c in cfgs for k in ("target", "draft") if k in c and not Path(c[k]).is_dir()})
     if missing:
         print(f"gpu_matrix: model folders missing under {MODELS}: {', '.join(missing)} (gpu_check.sh builds them: "
-              "make_models.py --weights, then make_oracle_models.py)", flush=True)
+              "make_models.py --weights, then make_oracle_models.py; for --suite arch make_arch_models.py)", flush=True)
         return 2
     results: dict[str, dict] = {}
 

@@ -11,7 +11,7 @@ runs unchanged (it reads back only the logits of the KP winning groups).
 
 Exact with respect to the stored logits: the epilogue works on the tile rounded to the output dtype,
 the values the select reads, so the tokens are `topk` of the logits this kernel wrote (which may
-differ from cuBLAS's in the last bit: another summation order). `bench_kernels.py --sections gemm`
+differ from cuBLAS's in the last bit: another summation order). `python -m scripts.bench.kernels --sections gemm`
 measured the per-tile kernel slower than cuBLAS + the top-K at batch 1, 8 and 64 on the H200 (the
 Triton GEMM alone already is at batches 8 and 64; docs/kernels.md). `tma=True` runs the persistent
 form with tensor-descriptor (TMA) loads, as Triton's persistent matmul tutorial does to approach

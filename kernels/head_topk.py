@@ -12,7 +12,7 @@ scanned. Chunks are whole scan splits, so the parts are those of `vocab_topk.sca
 same layout, bit for bit; the result is `topk_parts` of the same logits (tokens identical, the LSE
 up to the summation order that the split count sets).
 
-Measured on the H200 (`bench_kernels.py --sections head`, docs/kernels.md): slower than one GEMM
+Measured on the H200 (`python -m scripts.bench.kernels --sections head`, docs/kernels.md): slower than one GEMM
 followed by the top-K at every batch and chunk count, the chunked GEMM alone already costing more
 than the top-K. The runtime does not use it; it stays, with its tests, so the benchmark can rerun.
 """

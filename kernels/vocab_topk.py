@@ -47,7 +47,7 @@ SELECT_CAP_PER_KP = 2
 # it took the scan 111.5 -> 97.2 us at batch 64 (H200, 2026-12-03, the same parts to the bit).
 SCAN_PREFETCH = True
 # Each logit's exp by fast_math.fast_exp: the scan 96.4 -> 87.6 us at batch 64 (H200, 2026-12-04,
-# `bench_kernels.py --sections scan`, the same group maxima; the LSE within float32 rounding).
+# `python -m scripts.bench.kernels --sections scan`, the same group maxima; the LSE within float32 rounding).
 SCAN_FAST_EXP = True
 
 

@@ -10,8 +10,9 @@ timed by event pairs) and are read only once their event has completed, so no ro
 device; the chooser works from rounds already finished.
 
 CUDA graphs: the target captures its verify graphs at one width (`speculative_num_draft_tokens`, the
-widest budget's), so while they are on, `auto` verifies only budgets of that width (the ladder is
-restricted and the start-up line says so). With `--disable-cuda-graph` every ladder budget is eligible.
+widest budget's); the worker then captures one per narrower ladder width (verify_graphs.py), and while
+graphs are on `auto` verifies only budgets whose width has a graph (the start-up line names the others
+and why). With `--disable-cuda-graph` every ladder budget is eligible.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import os
 import time
 from collections import deque
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Collection, Iterator, NamedTuple, Optional, Sequence
 
 import torch
 
@@ -139,19 +140,21 @@ class AutoBudget:
         self._log_level = logging.WARNING if asked else logging.INFO
 
     @classmethod
-    def for_worker(cls, ladder: Ladder, block: int, device: Any, graphs: bool,
-                   token_cap: Optional[int]) -> "AutoBudget":
-        """The worker's, logged once: with CUDA graphs on, only the budgets verified at the captured
-        width; without, those whose verify at batch 1 fits `token_cap` (--chunked-prefill-size: the
-        most tokens SGLang sizes one forward's activations for; the narrowest budget always stays)."""
-        widest = max(ladder.widest + 1, block)
+    def for_worker(cls, ladder: Ladder, block: int, device: Any, graph_widths: Optional[Collection[int]],
+                   token_cap: Optional[int], trimmed: Sequence[tuple[int, str]] = ()) -> "AutoBudget":
+        """The worker's, logged once: with CUDA graphs on (`graph_widths`: the verify widths captured),
+        only the budgets verified at a captured width (`trimmed`: why each other width has no graph);
+        without, those whose verify at batch 1 fits `token_cap` (--chunked-prefill-size: the most
+        tokens SGLang sizes one forward's activations for; the narrowest budget always stays)."""
         token_cap = token_cap if token_cap is not None and token_cap > 0 else None
-        if graphs:
-            ladder = ladder.restricted(
-                [b for b in ladder.budgets if max(b + 1, block) == widest],
-                f"no target verify graph at its width (graphs are captured at width {widest} only; "
-                "with --disable-cuda-graph auto chooses every width)",
-            )
+        if graph_widths is not None:
+            why = dict(trimmed)
+            for width in sorted({max(b + 1, block) for b in ladder.budgets} - set(graph_widths)):
+                ladder = ladder.restricted(
+                    [b for b in ladder.budgets if max(b + 1, block) != width],
+                    f"no target verify graph at its width ({why.get(width, 'not captured')}; "
+                    "with --disable-cuda-graph auto chooses every width)",
+                )
         elif token_cap is not None:
             fits = [b for b in ladder.budgets if max(b + 1, block) <= token_cap] or [ladder.budgets[0]]
             ladder = ladder.restricted(fits, f"its verify exceeds --chunked-prefill-size {token_cap} tokens")

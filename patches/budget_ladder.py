@@ -47,6 +47,24 @@ def max_budget_setting(environ: Optional[dict] = None) -> int:
     return int(raw)
 
 
+MEM_CAP_ENV = "DDTREE_AUTO_GRAPH_MEM_GB"
+DEFAULT_MEM_CAP_GB = 4.0
+
+
+def mem_cap_bytes(environ: Optional[dict] = None) -> int:
+    """The most bytes `auto`'s extra target-verify graphs may take: DDTREE_AUTO_GRAPH_MEM_GB, else 4 GiB."""
+    raw = (environ if environ is not None else os.environ).get(MEM_CAP_ENV, "").strip()
+    if not raw:
+        return int(DEFAULT_MEM_CAP_GB * 2**30)
+    try:
+        gb = float(raw)
+    except ValueError:
+        gb = -1.0
+    if not gb >= 0 or gb == float("inf"):
+        raise ValueError(f"{MEM_CAP_ENV} must be a number of GiB >= 0, got {raw!r}.")
+    return int(gb * 2**30)
+
+
 def prefix_capacity(topk: int, depth: int) -> int:
     """Distinct draft prefixes of length 1..depth over topk ranks (the most nodes a tree can have)."""
     return sum(topk**d for d in range(1, depth + 1))

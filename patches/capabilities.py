@@ -61,8 +61,10 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability(
         "hybrid-target", "opt-in",
         "targets with Mamba / linear attention / GDN or sliding-window layers",
-        "a tree verify needs per-node recurrent state and per-row windows, which SGLang's verify "
-        "does not keep; --speculative-ddtree-allow-hybrid-unsafe runs DFlash's handling anyway",
+        "a tree verify needs each node's recurrent state from its parent's and each node's window "
+        "along its path; both are exact on SGLang's kernels (EAGLE-tree GDN verify; tree_window.py) "
+        "but the round does not yet drive them (architectures.py says what is missing per kind); "
+        "--speculative-ddtree-allow-hybrid-unsafe runs DFlash's chain handling anyway",
         "DDTREE refuses this target; pass --speculative-ddtree-allow-hybrid-unsafe to run it anyway",
     ),
     Capability(
@@ -72,12 +74,16 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
         "DDTREE does not support --enable-mixed-chunk (mixed chunked prefill).",
     ),
     Capability(
-        "grammar", "absent",
+        "grammar", "implemented",
         "grammar-constrained decoding (json_schema, regex, ebnf, structural_tag)",
-        "DDTree applies no grammar mask to the tree's nodes and does not advance a grammar along "
-        "the accepted path",
-        "DDTREE speculative decoding does not support grammar-constrained decoding "
-        "(json_schema / regex / ebnf / structural_tag).",
+        "the round masks every tree node's verify row with its own grammar row, built by SGLang's "
+        "tree walk (as EAGLE's tree verify does, tree_grammar.py), and SGLang's result processor "
+        "advances the grammar along the accepted run; SGLang 0.5.17+ ship that walk for DFlash-family "
+        "workers (build_grammar_vocab_mask): on 0.5.14-0.5.16 DFlash's request check refuses grammars "
+        "and runs for DDTREE, and 0.5.11-0.5.13 (the v1 worker) lack it",
+        "DDTREE speculative decoding supports grammar-constrained decoding (json_schema / regex / ebnf / "
+        "structural_tag) on SGLang 0.5.17 and newer only.",
+        needs="sglang.srt.speculative.spec_utils:build_grammar_vocab_mask",
     ),
     Capability(
         "logprobs", "implemented",

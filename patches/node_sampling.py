@@ -7,7 +7,8 @@ node's own path counted as output (`kernels.path_penalties`), then draws exactly
 joint, or on the FlashInfer backend with min-p in the batch top-p over the renormalised top-k set
 (`kernels.sequential_top_p`), and with the backend's order of tied logits at a cut (the pytorch
 sampler's stable sort keeps the lowest indices, FlashInfer's pivots keep every tied token:
-`index_ties`). What cannot be made exact is refused:
+`index_ties`). Under a grammar every node's row is masked by its own grammar row (`tree_grammar`)
+before the draw. What cannot be made exact is refused:
 `unsupported_sampling_reason` names it, and `NodeSampler.posterior` raises with that message
 rather than sample something else.
 
@@ -31,6 +32,7 @@ from sglang.srt.speculative.ddtree.kernels import posterior_tokens
 from sglang.srt.speculative.ddtree.kernels.posterior import request_seeds
 from sglang.srt.speculative.ddtree.kernels.sequential_top_p import sequential_top_p
 from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, TouchedLists, apply_path_penalties
+from sglang.srt.speculative.ddtree.tree_grammar import apply_node_mask
 
 # Test hook for scripts/gpu/sampling_check.py only: a node with a child emits its first child (the
 # draft's top guess) with this probability, a deliberately biased sampler the check must catch.
@@ -44,17 +46,20 @@ _PENALIZERS = {
 }
 
 
-def unsupported_sampling_reason(sampling_info, sampling_backend: str | None = None) -> str | None:
+def unsupported_sampling_reason(sampling_info, sampling_backend: str | None = None,
+                                grammar_masked: bool = False) -> str | None:
     """Why DDTREE cannot sample this batch exactly as plain SGLang would, or None.
 
-    `sampling_backend` is ServerArgs.sampling_backend (None: FlashInfer, SGLang's CUDA default).
+    `sampling_backend` is ServerArgs.sampling_backend (None: FlashInfer, SGLang's CUDA default);
+    `grammar_masked`: the round masks the tree's nodes with their grammar rows (`tree_grammar`).
     """
     if sampling_info is None:
         return None
     if getattr(sampling_info, "has_custom_logit_processor", False):
         return "DDTREE does not support custom logit processors (they see one row per request, not per tree node)."
-    if getattr(sampling_info, "vocab_mask", None) is not None or getattr(sampling_info, "grammar_mask", None) is not None \
-            or any(g is not None for g in (getattr(sampling_info, "grammars", None) or [])):
+    if not grammar_masked and (
+            getattr(sampling_info, "vocab_mask", None) is not None or getattr(sampling_info, "grammar_mask", None) is not None
+            or any(g is not None for g in (getattr(sampling_info, "grammars", None) or []))):
         return "DDTREE does not support grammar-constrained decoding (the grammar state differs per tree path)."
     if getattr(sampling_info, "has_watermark_candidates", False):
         return "DDTREE does not support watermarking."
@@ -140,19 +145,29 @@ class NodeSampler:
 
     def posterior(self, node_logits: torch.Tensor, batch, tree_tokens: torch.Tensor, parent: torch.Tensor,
                   positions: torch.Tensor, max_depth: int, root_tokens: torch.Tensor,
-                  generator: torch.Generator, sampling_backend: str | None = None) -> torch.Tensor:
+                  generator: torch.Generator, sampling_backend: str | None = None, grammar_mask=None) -> torch.Tensor:
         """int64[bs, n] token per node from node logits [bs, n, V] (the tree's first n nodes)."""
-        logits = self.adjust(node_logits, batch, tree_tokens, parent, max_depth, root_tokens, sampling_backend)
+        logits = self.adjust(node_logits, batch, tree_tokens, parent, max_depth, root_tokens, sampling_backend,
+                             grammar_mask)
         return self.draw(logits, batch, tree_tokens, parent, positions, generator, sampling_backend)
 
     def adjust(self, node_logits: torch.Tensor, batch, tree_tokens: torch.Tensor, parent: torch.Tensor,
-               max_depth: int, root_tokens: torch.Tensor, sampling_backend: str | None = None) -> torch.Tensor:
+               max_depth: int, root_tokens: torch.Tensor, sampling_backend: str | None = None,
+               grammar_mask=None) -> torch.Tensor:
         """The logits each node's token is drawn from [bs, n, V]: penalties counted along the node's own
-        path and the logit bias (fp32 node logits adjusted where they are); refuses what is not exact."""
+        path and the logit bias (fp32 node logits adjusted where they are), then each node's grammar row
+        (`grammar_mask`: the release's `GrammarMask` over the n nodes, `tree_grammar`); refuses what is
+        not exact."""
         info = batch.sampling_info
-        reason = unsupported_sampling_reason(info, sampling_backend)
+        reason = unsupported_sampling_reason(info, sampling_backend, grammar_masked=grammar_mask is not None)
         if reason:
             raise ValueError(reason)
+        logits = self._penalised(node_logits, batch, tree_tokens, parent, max_depth, root_tokens)
+        return logits if grammar_mask is None else apply_node_mask(logits, grammar_mask)
+
+    def _penalised(self, node_logits: torch.Tensor, batch, tree_tokens: torch.Tensor, parent: torch.Tensor,
+                   max_depth: int, root_tokens: torch.Tensor) -> torch.Tensor:
+        info = batch.sampling_info
         if info is None:
             return node_logits
         pen = _penalizer_tensors(info)

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .budget_ladder import AUTO, build_ladder, is_auto, max_budget_setting
+from .architectures import MLA_REFUSED_BACKENDS, MLA_TREE_BACKENDS, is_mla_target
+from .budget_ladder import AUTO, build_ladder, is_auto, max_budget_setting, mem_cap_bytes
 from .capabilities import FASTEST_TREE_BACKEND, TREE_MASK_ATTENTION_BACKENDS, capability
 
 # Limits of the tree build (kernels/tree_build.py MAX_BUDGET / MAX_DEPTH: a node is packed into
@@ -102,6 +103,7 @@ def resolve_budget_and_topk(server_args: Any, block: int) -> tuple[int, int]:
             )
         try:
             cap = max_budget_setting()
+            mem_cap_bytes()  # read at graph capture; a bad value fails here, before the model loads
         except ValueError as exc:
             raise DDTreeArgumentError(f"--speculative-ddtree-budget auto: {exc}") from None
         budget = build_ladder(block, None if topk is None else int(topk), cap, MAX_BUDGET).widest
@@ -181,6 +183,11 @@ def check_attention_backend(server_args: Any) -> None:
             f"in target verify; the target would verify with {backend!r}. Use --attention-backend "
             f"{FASTEST_TREE_BACKEND} (the fastest for DDTREE where measured; also accepted: "
             f"{', '.join(b for b in TREE_MASK_ATTENTION_BACKENDS if b != FASTEST_TREE_BACKEND)})."
+        )
+    if backend in MLA_REFUSED_BACKENDS and is_mla_target(_model_config(server_args).hf_config):
+        raise DDTreeArgumentError(
+            f"DDTREE refuses --attention-backend {backend} for this MLA target: {MLA_REFUSED_BACKENDS[backend]}, "
+            f"so the tree would be verified as a chain. Use --attention-backend {', '.join(MLA_TREE_BACKENDS)}."
         )
 
 

@@ -6,7 +6,8 @@ round's verify:
    draft logits (through the target lm_head) where DFlash keeps only their argmax.
 2. Tree: the `budget` best prefixes of the per-depth top-K (`kernels.build_tree`).
 3. Verify: one target pass over the tree with depth positions and the ancestor mask.
-4. Accept: a posterior token at every node (argmax, or a sample), walked from the root; a batch
+4. Accept: a posterior token at every node (argmax, or a sample; under a grammar from each node's
+   masked row: tree_grammar.py, 0.5.17+), walked from the root; a batch
    asking for log-probs gets each emitted token's from its node's logits (round_logprobs.py, 0.5.18+).
 5. Commit: the accepted nodes' target KV is moved to the slots of positions `prefix .. prefix+len`
    (a KV copy, as EAGLE does for trees, so any page size keeps its slot layout; or, opted in at page
@@ -49,8 +50,8 @@ scheduler's host sequence lengths plus one round of lag.
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from contextlib import nullcontext
+from typing import Callable, Optional
 
 import torch
 
@@ -61,6 +62,8 @@ from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.ddtree.auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
 from sglang.srt.speculative.ddtree.contract import release_takes
 from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
+from sglang.srt.speculative.ddtree.budget_ladder import mem_cap_bytes
+from sglang.srt.speculative.ddtree.verify_graphs import WidthGraphs, published_width
 from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
 from sglang.srt.speculative.ddtree.kernels import accept_walk
 from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
@@ -71,6 +74,7 @@ from sglang.srt.speculative.ddtree.tree_round import (
     draft_server_args,
     path_features,
 )
+from sglang.srt.speculative.ddtree.tree_grammar import TreeGrammar
 from sglang.srt.speculative.ddtree.tree_stage import TreeStage
 from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
@@ -78,8 +82,6 @@ from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
 logger = logging.getLogger(__name__)
-
-_WIDTH_SOURCE = "ddtree: draft runner width"
 
 # Release guards (patches/contract.py checks the branch each release runs).
 # 0.5.14: the seed token is `verified_id`, with a verify-done event and the reserved watermark.
@@ -102,34 +104,6 @@ def resolved_view(server_args: ServerArgs):
     except ImportError:
         return server_args
     return resolving_view(server_args)
-
-
-def _published_draft_tokens() -> Optional[int]:
-    """The width in the published config bags (0.5.17+); None where the release has none."""
-    try:
-        from sglang.srt.runtime_context import get_spec
-    except ImportError:
-        return None
-    try:
-        return get_spec().speculative_num_draft_tokens
-    except (ValueError, AttributeError):  # not published (yet), or no such leaf
-        return None
-
-
-@contextmanager
-def published_width(width: int) -> Iterator[None]:
-    """Publish `width` as `speculative_num_draft_tokens` while the draft runner reads it."""
-    current = _published_draft_tokens()
-    if current is None or current == width:
-        yield
-        return
-    from sglang.srt.runtime_context import get_context
-
-    get_context().override(_WIDTH_SOURCE, speculative_num_draft_tokens=width)
-    try:
-        yield
-    finally:
-        get_context().override(_WIDTH_SOURCE, speculative_num_draft_tokens=current)
 
 
 class DDTreeWorkerV2(DFlashWorkerV2):
@@ -181,10 +155,14 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             TableFence(fence_slot, self.device) if overlap and self._kv_commit_mode == "reorder" else None
         )
         self._tree_stage_instance: TreeStage | None = None
+        self._auto_ladder = ladder
+        self._token_cap = getattr(resolved, "chunked_prefill_size", None)
+        self._graphs = not getattr(resolved, "disable_cuda_graph", False)
+        self._width_graphs: WidthGraphs | None = None  # `auto` with graphs: the target's per width
+        # With graphs, `auto` is built once they are captured (init_cuda_graphs): its ladder is what they allow.
         self._auto_budget = AutoBudget.for_worker(
-            ladder, block, self.device, graphs=not getattr(resolved, "disable_cuda_graph", False),
-            token_cap=getattr(resolved, "chunked_prefill_size", None),
-        ) if ladder else None
+            ladder, block, self.device, graph_widths=None, token_cap=self._token_cap,
+        ) if ladder and not self._graphs else None
         logger.info(  # DDTREE runs with --tp-size 1, so this is one line per server
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
             self.budget, self.topk, self.block_size, self.verify_width,
@@ -195,6 +173,23 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         # width from the published config (0.5.17+), they must see the block then too.
         with published_width(int(self.block_size)):
             super().init_cuda_graphs()
+        if self._auto_ladder is not None and self._graphs:
+            self._capture_verify_widths(self._auto_ladder)
+
+    def _capture_verify_widths(self, ladder) -> None:
+        """`auto` with CUDA graphs: a target verify graph per ladder width (within the memory cap);
+        the ladder keeps the budgets whose width has one. A target without graphs verifies eagerly."""
+        target = self.target_worker.model_runner
+        block = int(self.block_size)
+        graph_widths, trimmed = None, ()
+        if target.decode_cuda_graph_runner is not None:
+            self._width_graphs = WidthGraphs(target, self.verify_width)
+            self._width_graphs.capture({max(b + 1, block) for b in ladder.budgets}, target.server_args,
+                                       mem_cap_bytes())
+            graph_widths, trimmed = self._width_graphs.widths, self._width_graphs.trimmed
+            logger.warning("DDTREE auto: target verify graphs at widths %s (%.2f GiB beyond the target's own)",
+                        sorted(graph_widths), self._width_graphs.used_bytes / 2**30)
+        self._auto_budget = AutoBudget.for_worker(ladder, block, self.device, graph_widths, self._token_cap, trimmed)
 
     def _maybe_build_draft_sampler(self):
         # DDTree needs the whole draft distribution, not DFlash's in-graph argmax.
@@ -214,17 +209,12 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         if pp_proxy_tensors is not None:
             # DFlash's own validation refuses --pp-size > 1, so a decode batch never carries these.
             raise RuntimeError("DDTREE does not support pipeline parallelism (got pp_proxy_tensors).")
-        if getattr(batch, "has_grammar", False):
-            # `grammar_barrier` advances the previous batch's grammar FSM before a verify reads it
-            # to build a vocab mask; DDTree builds no mask, so grammar requests must be refused
-            # before they are scheduled, and a batch carrying one is a broken invariant.
-            raise RuntimeError("DDTREE applies no grammar mask, but a grammar request reached a decode round.")
         if getattr(batch, "return_logprob", False):
             refuse_where_absent()
         draft_input = batch.spec_info
         if not isinstance(draft_input, DFlashDraftInputV2):
             raise RuntimeError("DDTREE expected DFlashDraftInputV2 state on the running batch.")
-        return self._decode_round(batch, draft_input, on_publish)
+        return self._decode_round(batch, draft_input, on_publish, grammar_barrier)
 
     # --- one decode round -------------------------------------------------------------------
 
@@ -237,7 +227,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             return reserved.to(torch.int64)
         return batch.seq_lens.to("cpu", torch.int64)
 
-    def _decode_round(self, batch, draft_input, on_publish) -> GenerationBatchResult:
+    def _decode_round(self, batch, draft_input, on_publish, grammar_barrier=None) -> GenerationBatchResult:
         batch.seq_lens.record_stream(torch.get_device_module(self.device).current_stream())
         bs = len(batch.seq_lens)
         prefix_lens = batch.seq_lens
@@ -253,18 +243,21 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             round_tree = prefix_tree(staged.tree, tree_size)
             tree = pad_tree(round_tree, width)
         nodes_first_child, nodes_next_sibling = round_tree.first_child, round_tree.next_sibling
+        # Grammar requests: the tree goes to the host now, its per-node masks are built after the verify launch.
+        grammar = TreeGrammar.start(batch, tree.tokens[:, :tree_size], nodes_first_child, nodes_next_sibling)
         seed = self._seed_tokens(draft_input)
-        attn_backend = self.target_worker.model_runner.attn_backend
-        verify_input = DDTreeVerifyInput.from_tree(
-            tree, seed, prefix_lens, int(bound_cpu.sum()), prefix_ones=mask_reads_prefix(attn_backend),
-            mask_buffer=graph_mask_buffer(attn_backend),
-        )
-        cache_loc_2d = self._request_slots(batch, prefix_lens, width)
-        with verify_width(attn_backend, width):
-            logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
+        with self._target_at(width) as attn_backend:
+            verify_input = DDTreeVerifyInput.from_tree(
+                tree, seed, prefix_lens, int(bound_cpu.sum()), prefix_ones=mask_reads_prefix(attn_backend),
+                mask_buffer=graph_mask_buffer(attn_backend),
+            )
+            cache_loc_2d = self._request_slots(batch, prefix_lens, width)
+            with verify_width(attn_backend, width):
+                logits_output, can_run_cuda_graph = self._verify(batch, verify_input, cache_loc_2d, bound_cpu)
 
         node_logits = logits_output.next_token_logits.view(bs, width, -1)[:, :tree_size]
-        node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed, tree_size)
+        node_logits, posterior = self._posterior(node_logits, batch, tree, prefix_lens, seed, tree_size,
+                                                 grammar.mask(grammar_barrier) if grammar else None)
         tree_tokens = tree.tokens[:, :tree_size]
         accepted_idx, accept_len, bonus = accept_walk(
             tree_tokens, nodes_first_child, nodes_next_sibling, posterior, max_depth=self.max_commit - 1
@@ -398,6 +391,13 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             raise RuntimeError("DDTREE: the DFlash draft model returned no hidden states.")
         return hidden.view(bs, block, -1)[:, 1:, :]
 
+    def _target_at(self, width: int):
+        """The target verifies `width` tokens per request: its backend and graphs of that width where
+        `auto` captured them (yielded: the backend), else its own."""
+        if self._width_graphs is not None:
+            return self._width_graphs.use(width)
+        return nullcontext(self.target_worker.model_runner.attn_backend)
+
     def _verify(self, batch, verify_input, cache_loc_2d, bound_cpu):
         """One target forward over the tree; returns (logits output, ran as a CUDA graph)."""
         batch.out_cache_loc = cache_loc_2d.reshape(-1)
@@ -421,7 +421,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             self._node_sampler_instance = NodeSampler(pool_size, self.device)
         return self._node_sampler_instance
 
-    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens, n) -> tuple[torch.Tensor, torch.Tensor]:
+    def _posterior(self, node_logits, batch, tree, prefix_lens, root_tokens, n,
+                   grammar_mask=None) -> tuple[torch.Tensor, torch.Tensor]:
         """Target token at every tree node (the first `n`) with SGLang's sampling semantics
         (patches/node_sampling.py), and the logits it was drawn from: (adjusted node logits [bs, n, V],
         tokens [bs, n])."""
@@ -429,7 +430,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         tokens, parent = tree.tokens[:, :n], tree.parent[:, :n]
         positions = prefix_lens.to(torch.int64)[:, None] + tree.depth[:, :n]
         adjusted = sampler.adjust(node_logits, batch, tokens, parent, self.max_commit - 1, root_tokens,
-                                  self._sampling_backend)
+                                  self._sampling_backend, grammar_mask)
         return adjusted, sampler.draw(adjusted, batch, tokens, parent, positions, self._sample_generator,
                                       self._sampling_backend)
 

@@ -14,10 +14,10 @@
 #   8B-shape engines benches any number of budgets; the call's time left is shared evenly. With several
 #   groups, group i reports in bench/g<i>;
 #   PAIR, WIDE, WORK: the folders (default /tmp/pair, /tmp/wide, /tmp/bench-e2e).
-# Every option reaches every group's scripts/bench/e2e.py: e.g. budget auto (issue 48) beside the fixed budgets, all
-# engines eager (auto chooses per round only without CUDA graphs), in one group of five engines (an H200):
+# Every option reaches every group's scripts/bench/e2e.py: e.g. budget auto (issue 48) beside the fixed budgets, with
+# CUDA graphs (auto captures a verify graph per ladder width), in one group of five engines (an H200):
 #   DDTREE_AUTO_MAX_BUDGET=32 RIG=$PWD/.gpurig BUDGET_GROUPS="16 32" TRAIN_CAPS="75 75" TRAIN_ARGS="--preset strong" \
-#     bash scripts/bench_widened.sh --auto --no-cuda-graph --batches 1 4 16 --repeats 5 --pair-tokens 12288
+#     bash scripts/bench_widened.sh --auto --batches 1 4 16 --repeats 5 --pair-tokens 12288
 #   (with several groups each runs its own auto engine, and its goal lines weigh auto against that group's budgets).
 set -uo pipefail
 t0=$(date +%s)

@@ -15,6 +15,8 @@ t0=$(date +%s)
 source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" || exit 1
 python3 -m ddtree_patch audit --target "$SITE" > "$OUT/audit.log" 2>&1; echo "[audit] exit $? (0 = every DFLASH site decided)"
 python3 "$RIG/scripts/make_models.py" /tmp/models --weights > "$OUT/models.log" 2>&1 || { tail "$OUT/models.log"; exit 1; }
+# suite arch only: a failure here leaves the other suites' rows to run
+python3 -m scripts.gpu.make_arch_models /tmp/models > "$OUT/arch_models.log" 2>&1 || { echo "[models] scripts/gpu/make_arch_models.py FAILED (the arch rows cannot run):"; tail "$OUT/arch_models.log"; }
 python3 -m scripts.offchain.make_models /tmp/models > "$OUT/oracle_models.log" 2>&1 &  # CPU, beside the gates
 oracle_pid=$!
 python3 -m scripts.gpu.gate_check 2>&1 | tee "$OUT/gates.log" | grep -E "^(GATE|IMPORT)"

@@ -1,6 +1,6 @@
 """`auto_budget`: the runtime side of `--speculative-ddtree-budget auto` on the CPU (stub SGLang):
 the prefix of the widest tree is the tree of each smaller budget, the predicted gains are read from
-it, the ladder is restricted to the captured width while CUDA graphs are on, and the statistics of a
+it, the ladder keeps only the widths with a verify graph while CUDA graphs are on, and the statistics of a
 finished round reach the chooser."""
 
 from __future__ import annotations
@@ -50,18 +50,23 @@ def test_the_gain_of_a_budget_is_the_sum_of_its_nodes_path_probabilities(ab, ts)
     assert gains.tolist() == sorted(gains.tolist())
 
 
-def test_with_cuda_graphs_auto_verifies_only_the_captured_width(ab, dropin, caplog):
-    """Graphs on: the target captured width 65 only, so 64 alone (the others trimmed with that reason,
-    in the one start-up line); graphs off: the ladder, less what --chunked-prefill-size excludes."""
+def test_with_cuda_graphs_auto_verifies_only_the_widths_with_a_graph(ab, dropin, caplog):
+    """Graphs on: only budgets whose verify width has a target graph (widths 8 and 9, budgets 7 and
+    8, not captured: trimmed with the capture's reason, in the one start-up line); graphs off: the
+    ladder, less what --chunked-prefill-size excludes."""
     ladder = dropin("budget_ladder").build_ladder(8, None, 64, 2047)
     with caplog.at_level(logging.INFO):
-        graphed = ab.AutoBudget.for_worker(ladder, 8, "cpu", graphs=True, token_cap=8192)
-    assert graphed.ladder.budgets == (64,)
-    assert "7, 8, 16, 32 (no target verify graph at its width (graphs are captured at width 65 only" in caplog.text
-    eager = ab.AutoBudget.for_worker(ladder, 8, "cpu", graphs=False, token_cap=20)
+        graphed = ab.AutoBudget.for_worker(ladder, 8, "cpu", graph_widths={17, 33, 65}, token_cap=8192,
+                                           trimmed=[(8, "graph memory cap reached")])
+    assert graphed.ladder.budgets == (16, 32, 64)
+    assert "7 (no target verify graph at its width (graph memory cap reached;" in caplog.text
+    assert "8 (no target verify graph at its width (not captured;" in caplog.text
+    only_own = ab.AutoBudget.for_worker(ladder, 8, "cpu", graph_widths={65}, token_cap=None)
+    assert only_own.ladder.budgets == (64,)
+    eager = ab.AutoBudget.for_worker(ladder, 8, "cpu", graph_widths=None, token_cap=20)
     assert eager.ladder.budgets == (7, 8, 16)
     assert "32, 64 (its verify exceeds --chunked-prefill-size 20 tokens)" in eager.ladder.describe()
-    assert ab.AutoBudget.for_worker(ladder, 8, "cpu", graphs=False, token_cap=-1).ladder.budgets == ladder.budgets
+    assert ab.AutoBudget.for_worker(ladder, 8, "cpu", graph_widths=None, token_cap=-1).ladder.budgets == ladder.budgets
 
 
 def test_a_finished_round_feeds_the_chooser(ab, dropin, ts):

@@ -1,7 +1,7 @@
 """scripts/bench/e2e.py's coordinator and report on CPU.
 
 The engines need a GPU, so the coordinator drives tests/bench_e2e/fake_worker.py, which speaks
-bench_worker.py's protocol with made-up timings: process start-up and failure handling, the
+scripts/bench/worker.py's protocol with made-up timings: process start-up and failure handling, the
 rotated interleaving, the deadline, the output comparison with plain decoding, the goal verdicts
 and the markdown + plots are what is under test here. The real engines run in the lead's GPU call.
 """
@@ -307,7 +307,7 @@ def test_a_budget_group_without_plain_and_its_batches_size_the_engines(tmp_path:
 
 
 def test_prompts_come_from_the_pairs_own_held_out_windows(tmp_path: Path) -> None:
-    """train_pair.py's prompts.json (a mixed corpus's held-out text) wins over the stdlib windows where it
+    """scripts/train/pair.py's prompts.json (a mixed corpus's held-out text) wins over the stdlib windows where it
     holds enough prompts of the asked length."""
     (tmp_path / "prompts.json").write_text(json.dumps([[i] * 20 for i in range(70)]))
     assert bench_e2e.prompts_from(tmp_path, 64, 16) == [[i] * 16 for i in range(64)]
@@ -729,7 +729,7 @@ esac
 
 def test_bench_widened_benches_budget_groups_beside_dflash_and_reuses_a_pair(tmp_path: Path) -> None:
     """BUDGET_GROUPS: one bench_e2e run per group, plain in the first only, each reporting in bench/g<i>;
-    TRAIN_ARGS reach train_pair.py; REUSE=1 with a pair and a widened pair on hand trains nothing."""
+    TRAIN_ARGS reach scripts.train.pair; REUSE=1 with a pair and a widened pair on hand trains nothing."""
     import tarfile
 
     env, calls = _stand_ins(tmp_path)

@@ -48,10 +48,6 @@ def test_every_gate_decision_follows_its_capability():
 
 
 @pytest.mark.parametrize("fields,capability", [
-    (dict(params=dict(json_schema='{"type": "object"}')), "grammar"),
-    (dict(params=dict(regex="a+")), "grammar"),
-    (dict(params=dict(ebnf="root ::= x")), "grammar"),
-    (dict(params=dict(structural_tag="{}")), "grammar"),
     (dict(return_logprob=True), "logprobs"),
     (dict(return_hidden_states=True), "hidden-states-return"),
     (dict(return_sampling_mask=True), "sampling-mask"),
@@ -63,18 +59,23 @@ def test_ddtree_refuses_each_absent_request_feature(fields, capability):
     assert validate_ddtree_request(DFLASH, req) is None  # DFlash's own check decides for DFLASH
 
 
-def test_a_capability_needing_a_release_helper_is_served_only_where_the_release_has_it(monkeypatch):
-    """Log-probs call SGLang's speculative helper (0.5.18+): refused without it, served with it."""
+@pytest.mark.parametrize("capability,fields", [
+    ("logprobs", dict(return_logprob=True)),  # SGLang's speculative log-prob helper (0.5.18+)
+    ("grammar", dict(params=dict(regex="a+"))),  # SGLang's tree grammar walk for DFlash workers (0.5.17+)
+])
+def test_a_capability_needing_a_release_helper_is_served_only_where_the_release_has_it(monkeypatch, capability,
+                                                                                        fields):
+    """Refused without the release helper its implementation calls, served with it."""
     import sys
     import types
 
     from patches import requests
 
-    module, _, name = CAPABILITIES["logprobs"].needs.partition(":")
-    req = _request(return_logprob=True)
+    module, _, name = CAPABILITIES[capability].needs.partition(":")
+    req = _request(**fields)
     requests._provides.cache_clear()
     monkeypatch.setitem(sys.modules, module, types.ModuleType(module))  # a release without the helper
-    assert validate_ddtree_request(DDTREE, req) == CAPABILITIES["logprobs"].refusal
+    assert validate_ddtree_request(DDTREE, req) == CAPABILITIES[capability].refusal
     requests._provides.cache_clear()
     monkeypatch.setitem(sys.modules, module, types.SimpleNamespace(**{name: print}))
     assert validate_ddtree_request(DDTREE, req) is None
@@ -119,7 +120,7 @@ def test_named_gates_of_0_5_23_are_decided_by_capability(release_site):
     mask = _sites(report, "srt/speculative/spec_sampling_mask.py")
     assert mask and {(s.decision, s.capability) for s in mask} == {(Decision.NARROW, "sampling-mask")}
     grammar = [s for s in report.sites if s.qualname == "SpeculativeAlgorithm.supports_grammar_overlap"]
-    assert [(s.decision, s.capability) for s in grammar] == [(Decision.NARROW, "grammar")]
+    assert [(s.decision, s.capability) for s in grammar] == [(Decision.WIDEN, "grammar")]  # masks built in verify
     hook = _sites(report, "srt/managers/scheduler.py", "request-hook")
     assert [s.decision for s in hook] == [Decision.EDIT]
     row = next(s.to_json() for s in grammar)

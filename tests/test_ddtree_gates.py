@@ -237,6 +237,10 @@ def test_auto_is_sized_for_the_widest_budget_of_its_ladder(monkeypatch):
     monkeypatch.setenv("DDTREE_AUTO_MAX_BUDGET", "many")
     with pytest.raises(DDTreeArgumentError, match="auto: DDTREE_AUTO_MAX_BUDGET must be a positive integer"):
         validate_ddtree_server_args(make_args(speculative_ddtree_budget="auto"))
+    monkeypatch.setenv("DDTREE_AUTO_MAX_BUDGET", "16")
+    monkeypatch.setenv("DDTREE_AUTO_GRAPH_MEM_GB", "-2")  # read at graph capture, refused before the model loads
+    with pytest.raises(DDTreeArgumentError, match="auto: DDTREE_AUTO_GRAPH_MEM_GB must be a number of GiB >= 0"):
+        validate_ddtree_server_args(make_args(speculative_ddtree_budget="auto"))
 
 
 def test_auto_within_the_block_keeps_dflash_s_widths(monkeypatch):

@@ -1,6 +1,6 @@
 """The GPU matrix's `--auto-budget` rows (`--speculative-ddtree-budget auto`, issue 48): each copies a
 fixed-budget row's engine and prompts with budget "auto", and must log what shows `auto` ran as
-intended (the ladder; per-round choices without CUDA graphs, the captured width's restriction with)."""
+intended (the ladder, the per-round choices, with CUDA graphs the widths given a verify graph)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,14 @@ def test_auto_rows_copy_their_fixed_rows_and_must_log_the_ladder_and_the_choices
         assert row["budget"] == "auto"
         if not row["cuda_graph"]:  # the CUDA-graph settings are read from the installed SGLang
             assert gpu_engine_run.engine_kwargs(row)["speculative_ddtree_budget"] == "auto"
-        per_round = gpu_matrix.AUTO_GRAPHED_LOG if row["cuda_graph"] else gpu_matrix.AUTO_CHOSEN_LOG
-        assert row["log_must"] == [gpu_matrix.AUTO_LADDER_LOG, per_round]
-    assert auto["ddtree_auto_offchain_cg"]["analytic_budget"] == 64
+        if "offchain" in name:  # cap 0: the target's own width only, so budget 64 every round
+            assert row["env"]["DDTREE_AUTO_GRAPH_MEM_GB"] == "0" and row["analytic_budget"] == 64
+            assert row["log_must"] == [gpu_matrix.AUTO_LADDER_LOG, gpu_matrix.AUTO_WIDTHS_LOG,
+                                       gpu_matrix.AUTO_GRAPHED_LOG]
+            continue
+        graphs = [gpu_matrix.AUTO_WIDTHS_LOG] if row["cuda_graph"] else []
+        assert row["log_must"] == [gpu_matrix.AUTO_LADDER_LOG, gpu_matrix.AUTO_CHOSEN_LOG, *graphs]
+        assert "DDTREE_AUTO_GRAPH_MEM_GB" not in row["env"] and "analytic_budget" not in row
     assert len({c["engine"]["port"] for c in rows.values()}) == len(rows)  # every engine its own port
 
 

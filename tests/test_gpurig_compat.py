@@ -61,7 +61,7 @@ def test_release_file_names_existing_stand_ins_and_one_kernel(release_file: Path
 
 
 def test_slimmer_drops_the_extra_prefixes(tmp_path: Path) -> None:
-    """`gpurig_slim_sglang.py --drop PREFIX` (what gpurig_compat.sh makes of a '#drop PREFIX' line):
+    """`scripts.rig.slim_sglang --drop PREFIX` (what gpurig_compat.sh makes of a '#drop PREFIX' line):
     those members go too, a name that only starts alike stays, the default drops still apply."""
     from tests.test_gpurig_slim_sglang import FILES, fake_bundle, gs, members
 

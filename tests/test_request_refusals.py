@@ -3,7 +3,7 @@
 A patched release's real `Scheduler.handle_generate_request` receives real `SamplingParams`
 (tests/cpu_serverargs/request_probe.py, in the release's CPU venv): a DDTREE request asking for a
 feature the capability table declares absent, or one whose implementation needs a helper this
-release lacks (log-probs before 0.5.18), is aborted with DDTree's message through the
+release lacks (log-probs before 0.5.18, grammars before 0.5.17), is aborted with DDTree's message through the
 scheduler's own abort path, a plain one goes on past the check (DFlash's real check ran and let it
 through), and DFLASH requests are decided by DFlash alone, as before the patch.
 """
@@ -74,6 +74,10 @@ def test_ddtree_refuses_absent_features_per_request(patched):
     if Version(version) >= Version("0.5.18"):  # SGLang's speculative log-prob helper exists: served
         del refused["logprob"]
         assert (outcomes["logprob"]["outcome"], outcomes["logprob"]["checked"]) == ("served", 1), outcomes["logprob"]
+    if Version(version) >= Version("0.5.17"):  # SGLang's tree grammar walk for DFlash-family workers: served
+        for case in ("json_schema", "regex", "ebnf"):
+            del refused[case]
+            assert (outcomes[case]["outcome"], outcomes[case]["checked"]) == ("served", 1), outcomes[case]
     for case, capability in refused.items():
         if case in outcomes:
             assert outcomes[case] == {"outcome": "aborted", "message": CAPABILITIES[capability].refusal,

@@ -78,10 +78,23 @@ def test_the_chosen_width_changes_with_the_batch_size(report: dict) -> None:
 def test_auto_resolves_to_the_widest_budget_s_widths_and_respects_cuda_graphs(report: dict) -> None:
     """`--speculative-ddtree-budget auto` from the release's own CLI: KV reservation and the target's
     widths are the widest budget's (64 -> 65), the draft runner keeps the block; with CUDA graphs on
-    the ladder is the captured width's budget only, with --disable-cuda-graph the whole ladder."""
+    the worker builds a target verify graph runner per narrower width (8, 9, 17, 33: budgets 7, 8,
+    16, 32), each with its own backend built while the server args and the published config say
+    that width, so the whole ladder keeps graphs; with --disable-cuda-graph no runner is built."""
     graphed, eager = _ok(report["construct_auto"]), _ok(report["construct_auto_eager"])
     for built in (graphed, eager):
         assert (built["verify_width"], built["budget"], built["topk"]) == (65, 64, 64)
         assert built["init_server_args_width"] == 8 and built["record_width_after"] == 65
-    assert graphed["auto_ladder"] == [64]
-    assert eager["auto_ladder"] == [7, 8, 16, 32, 64]
+        assert built["release_runner_takes_width"] and built["target_own_restored"]
+        assert built["server_args_width_after_capture"] == built["record_width_after"]
+        assert built["published_after_capture"] == built["published_after"]
+    assert graphed["auto_ladder"] == eager["auto_ladder"] == [7, 8, 16, 32, 64]
+    assert eager["graphs_built"] == [] and "round_backends" not in eager
+    widths = [8, 9, 17, 33]
+    assert [g["width"] for g in graphed["graphs_built"]] == widths, graphed["graphs_built"]
+    for g in graphed["graphs_built"]:
+        assert g["backend_width"] == g["width"] and g["runner_backend_is_its_own"], g
+        # Where the config is published (0.5.17+) the width is published there, else set on the args.
+        assert (g["published"] if g["published"] is not None else g["server_width"]) == g["width"], g
+    assert graphed["round_backends"] == {str(w): [w, w] for w in widths + [65]}
+    assert graphed["target_own_after_rounds"]

@@ -67,7 +67,7 @@ EAGER_METHOD = ("- CUDA graphs off in every engine (`--no-cuda-graph`: `disable_
 
 def engine_kwargs(model: str, tokenizer: str, *, max_bs: int, tokens: int, extra: dict,
                   cuda_graph: bool = True) -> dict:
-    """`cuda_graph=False`: every round eager (`disable_cuda_graph`), as `auto` needs to choose its budget per round."""
+    """`cuda_graph=False`: every round eager (`disable_cuda_graph`)."""
     kw = dict(model_path=model, tokenizer_path=tokenizer, dtype="bfloat16", attention_backend="triton",
               sampling_backend="pytorch", grammar_backend="none", disable_flashinfer_autotune=True,
               mem_fraction_static=0.8, max_total_tokens=tokens, context_length=1024, random_seed=0,
@@ -518,8 +518,8 @@ def main() -> None:
                     help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=0 (the tree stage "
                          "launched kernel by kernel), beside the default (one CUDA graph replay)")
     ap.add_argument("--auto", action="store_true",
-                    help="pair phases: also DDTREE with --speculative-ddtree-budget auto (engine ddtree_auto); "
-                         "it chooses per round only with --no-cuda-graph")
+                    help="pair phases: also DDTREE with --speculative-ddtree-budget auto (engine ddtree_auto; "
+                         "with CUDA graphs it captures a verify graph per ladder width)")
     ap.add_argument("--no-cuda-graph", action="store_true",
                     help="every engine (plain, DFLASH, DDTREE, both phases) runs eager (disable_cuda_graph=True)")
     ap.add_argument("--big-backends", nargs="+", default=["triton"], choices=["triton", "flashinfer"],

@@ -171,6 +171,13 @@ KERNELS = (
 )
 
 WORKER = (
+    Mutant("tree grammar: a node's mask skipped (its row masked on a copy the draw never reads)",
+           "patches/tree_grammar.py", "    return rows.view(logits.shape)\n", "    return logits\n",
+           ("tests/test_tree_grammar.py::test_every_node_row_is_masked_by_its_own_grammar_row",)),
+    Mutant("node sampler: the grammar mask never reaches the draw", "patches/node_sampling.py",
+           "return logits if grammar_mask is None else apply_node_mask(logits, grammar_mask)", "return logits",
+           ("tests/test_tree_grammar.py::test_every_node_row_is_masked_by_its_own_grammar_row",
+            "tests/test_tree_grammar.py::test_sampled_draws_stay_inside_each_node_s_row")),
     Mutant("node sampler ignores the pytorch backend's tie order", "patches/node_sampling.py",
            '    return sampling_backend == "pytorch"\n', "    return False\n",
            ("tests/test_node_sampling.py::test_backend_orders_the_ties",)),
@@ -441,4 +448,36 @@ AUTO_AND_PROOF = (
            ("tests/test_transaction_concurrency.py::test_a_lock_file_its_holder_removes_is_never_held_twice[replaced]",)),
 )
 
-MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON + AUTO_AND_PROOF
+# Hybrid targets (issue 51): the window along each tree path, per-node recurrent state, the MLA gate.
+WINDOW = ("tests/test_kernels_tree_window.py",)
+WINDOW_SGLANG = ("tests/test_tree_window_sglang.py",)
+RECURRENCE = ("tests/test_kernels_tree_recurrence.py",)
+HYBRID = (
+    Mutant("hybrid: the window measured from the verify row, not along the path", "kernels/tree_window_reference.py",
+           "            query = length + depth[b]\n", "            query = length + torch.arange(n, device=parent.device)\n",
+           WINDOW),
+    Mutant("hybrid: the window dropped from the path-window mask", "kernels/tree_window_reference.py",
+           "        if window >= 0:\n", "        if False:\n", WINDOW),
+    Mutant("hybrid: the Triton path-window builder measures the window from the row", "kernels/tree_window.py",
+           "    d_row = tl.load(depth_ptr + b * n_nodes + rows, mask=live, other=0).to(tl.int64)\n",
+           "    d_row = rows.to(tl.int64)\n",
+           ("tests/test_kernels_tree_window.py::test_triton_builder_equals_the_reference",)),
+    Mutant("hybrid: the path-window call keeps SGLang's window on the verify rows", "patches/tree_window.py",
+           '"sliding_window_size": verify_window(int(arguments["sliding_window_size"]), width)}',
+           '"sliding_window_size": int(arguments["sliding_window_size"])}', WINDOW_SGLANG),
+    Mutant("hybrid: the path-window call leaves the mask's prefix columns unread", "patches/tree_window.py",
+           '"skip_prefix_custom_mask": False,', '"skip_prefix_custom_mask": True,', WINDOW_SGLANG),
+    Mutant("hybrid: a node's state taken from the previous node, not its parent", "kernels/tree_recurrence_reference.py",
+           "        p = parent[:, i]\n", "        p = torch.full_like(parent[:, i], i - 1)\n", RECURRENCE),
+    Mutant("hybrid: the committed state at the accepted length (DFlash's chain index)",
+           "kernels/tree_recurrence_reference.py",
+           "    last = accepted_idx.gather(1, accept_len.long()[:, None])[:, 0]\n", "    last = accept_len.long()\n",
+           RECURRENCE),
+    Mutant("hybrid: the convolution reads the inputs in node order, not along the path",
+           "kernels/tree_recurrence_reference.py", "x[b, path[::-1]]", "x[b, :i + 1]", RECURRENCE),
+    Mutant("hybrid: MLA targets admitted on MLA backends that verify without the mask", "patches/server_args.py",
+           "    if backend in MLA_REFUSED_BACKENDS and is_mla_target(", "    if False and is_mla_target(",
+           ("tests/test_architectures.py",)),
+)
+
+MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON + AUTO_AND_PROOF + HYBRID

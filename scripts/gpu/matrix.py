@@ -46,15 +46,19 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
                         [200, 64, 65], [127, 64], [10, 11, 12, 13, 100, 101]],
             "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
 SUITES = ("base", "offchain")
+ARCH = "arch"  # not in `all`: scripts/gpu/make_arch_models.py's MoE and MLA + MoE targets, judged as target_rand is
+ARCH_MODELS = ("moe", "mla")
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 # What a DDTREE engine's log shows (at warning, the engines' level) when it commits by reordering
 # req_to_token (patches/kv_commit.py).
 REORDER_LOG = "DDTREE KV commit: reorder"
 MASK_IN_PLACE_LOG = "DDTREE verify mask: built in place"  # patches/tree_verify.py's MASK_LOG begins so
 # `--speculative-ddtree-budget auto` (patches/auto_budget.py): the ladder line every such engine logs
-# once, with CUDA graphs the reason the other widths are left out, and without them the periodic line
-# of the budgets chosen (every AUTO_LOG_EVERY rounds, at warning level when the interval is set).
+# once; with CUDA graphs the widths given a target verify graph (patches/verify_graphs.py), or, with
+# the graph memory cap at 0, the reason the other widths are left out; and the periodic line of the
+# budgets chosen (every AUTO_LOG_EVERY rounds, at warning level when the interval is set).
 AUTO_LADDER_LOG = "DDTREE auto budget ladder: "
+AUTO_WIDTHS_LOG = "DDTREE auto: target verify graphs at widths"
 AUTO_GRAPHED_LOG = "no target verify graph at its width"
 AUTO_CHOSEN_LOG = "DDTREE auto budget: batch<="
 AUTO_LOG_EVERY = 4
@@ -76,7 +80,7 @@ def configs(suites: tuple[str, ...] = SUITES, tp_size: int = 1, page_size: int =
     that have the buffer) must log that they used it. `auto_budget`: also the `auto` rows
     (`auto_configs`)."""
     out = (base_configs(eager_stage) if "base" in suites else []) + \
-        (offchain_configs() if "offchain" in suites else [])
+        (offchain_configs() if "offchain" in suites else []) + (arch_configs() if ARCH in suites else [])
     if auto_budget:
         out += auto_configs(out, _spec_v2_worker())
     extra = {k: v for k, v in (("tp_size", tp_size), ("page_size", page_size)) if v > 1}
@@ -137,26 +141,29 @@ def offchain_configs() -> list[dict]:
 
 
 def auto_configs(cfgs: list[dict], chooses_per_round: bool = True) -> list[dict]:
-    """`--speculative-ddtree-budget auto` beside each suite's DDTREE rows: on both tiny targets eager
-    (every round chooses a budget of the ladder; the periodic line must show rounds chosen) and with
-    CUDA graphs (the captured width's budget only, the log must say why), judged against plain like
-    every row; on the off-chain oracle with CUDA graphs, where every round verifies the ladder's widest
-    budget (64), so its acceptance is judged against budget 64's analytic value. The eager off-chain
-    row has no analytic value (its budgets vary by round), so it is not run. `chooses_per_round=False`
-    (the v1 worker, SGLang 0.5.11-0.5.13: every round the widest budget): only the ladder line is required."""
+    """`--speculative-ddtree-budget auto` beside each suite's DDTREE rows, on both tiny targets eager
+    and with CUDA graphs (a target verify graph per ladder width; the log must name the widths): every
+    round chooses a budget of the ladder, the periodic line must show rounds chosen, and each row is
+    judged against plain like every row. On the off-chain oracle with CUDA graphs the graph memory cap
+    is 0, so only the target's own width has a graph and every round verifies the ladder's widest
+    budget (64): its acceptance is judged against budget 64's analytic value and the log must say why
+    the other widths are left out. `chooses_per_round=False` (the v1 worker, SGLang 0.5.11-0.5.13:
+    every round the widest budget): only the ladder line is required."""
     out = []
     for cfg in cfgs:
         name = cfg["name"]
         if name not in AUTO_BESIDE:
             continue
-        cg = bool(cfg.get("cuda_graph"))
+        cg, offchain = bool(cfg.get("cuda_graph")), cfg.get("suite") == "offchain"
         auto = {k: v for k, v in cfg.items() if k != "bench"}
-        per_round = [AUTO_GRAPHED_LOG if cg else AUTO_CHOSEN_LOG] if chooses_per_round else []
-        auto.update(name=name.replace("_b8_", "_auto_").replace("_b64_", "_auto_"), budget="auto",
-                    env={**cfg.get("env", {}), "DDTREE_AUTO_LOG_EVERY": str(AUTO_LOG_EVERY)},
-                    log_must=[*cfg.get("log_must", []), AUTO_LADDER_LOG, *per_round])
-        if cfg.get("suite") == "offchain":
+        env = {**cfg.get("env", {}), "DDTREE_AUTO_LOG_EVERY": str(AUTO_LOG_EVERY)}
+        per_round = [AUTO_CHOSEN_LOG] + ([AUTO_WIDTHS_LOG] if cg else [])
+        if offchain:
+            env["DDTREE_AUTO_GRAPH_MEM_GB"] = "0"
+            per_round = [AUTO_WIDTHS_LOG, AUTO_GRAPHED_LOG]
             auto["analytic_budget"] = 64  # offchain_judge: the budget every round of this row verifies
+        auto.update(name=name.replace("_b8_", "_auto_").replace("_b64_", "_auto_"), budget="auto", env=env,
+                    log_must=[*cfg.get("log_must", []), AUTO_LADDER_LOG, *(per_round if chooses_per_round else [])])
         out.append(auto)
     return out
 
@@ -185,6 +192,22 @@ def base_configs(eager_stage: bool = False) -> list[dict]:
     out.append({"name": "ddtree_b8_rand_cg_sampled", "model": "rand", "algo": "DDTREE", "draft": DRAFT,
                 "budget": 8, "cuda_graph": True, "sampled": True, "target": str(MODELS / "target_rand"),
                 "prompts": PROMPTS["rand"], "max_new": MAX_NEW})
+    return out
+
+
+def arch_configs() -> list[dict]:
+    """Plain, DFLASH and DDTREE budgets 8 and 32 on each tiny architecture target, eager and with CUDA
+    graphs; random weights, so DDTREE may differ from plain only at plain's near-ties (its top-2 logged)."""
+    out = []
+    for model in ARCH_MODELS:
+        base = {"target": str(MODELS / f"target_{model}_rand"), "prompts": PROMPTS["rand"], "max_new": MAX_NEW,
+                "model": model}
+        out.append(dict(base, name=f"plain_{model}", algo="NONE", logprobs=True))
+        for cg in (False, True):
+            tag = f"{model}_{'cg' if cg else 'eager'}"
+            out.append(dict(base, name=f"dflash_{tag}", algo="DFLASH", draft=DRAFT, cuda_graph=cg))
+            for b in (8, 32):
+                out.append(dict(base, name=f"ddtree_b{b}_{tag}", algo="DDTREE", draft=DRAFT, budget=b, cuda_graph=cg))
     return out
 
 
@@ -377,8 +400,9 @@ def _spread(bench: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out_dir", type=Path)
-    ap.add_argument("--suite", choices=(*SUITES, "all"), default="all",
-                    help="base: the gpurig tiny models; offchain: the off-chain oracle; all: both (default)")
+    ap.add_argument("--suite", choices=(*SUITES, ARCH, "all"), default="all",
+                    help="base: the gpurig tiny models; offchain: the off-chain oracle; all: both (default); "
+                         "arch: the MoE and MLA + MoE targets (scripts/gpu/make_arch_models.py)")
     ap.add_argument("--only", nargs="*", help="config names; the plain references of their models are added")
     ap.add_argument("--no-reference", action="store_true", help="with --only: skip the plain references")
     ap.add_argument("--parallel", type=int, default=8)
@@ -411,7 +435,8 @@ def main() -> int:
     missing = sorted({Path(c[k]).name for c in cfgs for k in ("target", "draft") if k in c and not Path(c[k]).is_dir()})
     if missing:
         print(f"gpu_matrix: model folders missing under {MODELS}: {', '.join(missing)} (gpu_check.sh builds them: "
-              "make_models.py --weights, then scripts/offchain/make_models.py)", flush=True)
+              "make_models.py --weights, then scripts/offchain/make_models.py; for --suite arch "
+              "scripts/gpu/make_arch_models.py)", flush=True)
         return 2
     results: dict[str, dict] = {}
 

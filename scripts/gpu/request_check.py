@@ -4,10 +4,11 @@ usage: python -m scripts.gpu.request_check --target MODEL --draft DFLASH_DRAFT [
 
 Starts one SGLang Engine with --speculative-algorithm DDTREE (on an install patched by
 `ddtree-patch apply`; engine settings as scripts/gpu/engine_run.py), then sends in order:
-  1. a request with a grammar (json_schema)  -> must be refused with DDTree's grammar message;
+  1. a request with a grammar (json_schema)  -> must be refused with DDTree's grammar message (0.5.11-0.5.16;
+     0.5.17+ serve it: scripts/gpu/grammar_check.py);
   2. a request with return_logprob           -> must be refused with DDTree's logprob message;
   3. a plain request                          -> must be served (tokens generated, not aborted).
-Prints one line per check and exits 0 only when all three pass (so the server kept serving).
+Prints one line per check and exits 0 only when all pass (so the server kept serving).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> int:
     args = parser.parse_args()
     from sglang.srt.entrypoints.engine import Engine
     from sglang.srt.speculative.ddtree.capabilities import CAPABILITIES
+    from sglang.srt.speculative.ddtree.requests import implemented_here
 
     cfg = {"target": args.target, "draft": args.draft, "algo": "DDTREE", "budget": args.budget}
     engine = Engine(**engine_kwargs(cfg))
@@ -54,6 +56,8 @@ def main() -> int:
          "refused", CAPABILITIES["logprobs"].refusal),
         ("plain", dict(sampling_params=greedy), "served", ""),
     ]
+    if implemented_here(CAPABILITIES["grammar"]):  # 0.5.17+ serve grammars: scripts/gpu/grammar_check.py
+        checks = checks[1:]
     passed = 0
     try:
         for name, request, expected, message in checks:

@@ -140,7 +140,7 @@ def choose_at_random(w, budget: int, topk: int) -> list[int]:
     from sglang.srt.speculative.ddtree.auto_budget import AutoBudget
     from sglang.srt.speculative.ddtree.budget_ladder import build_ladder
 
-    w._auto_budget = AutoBudget.for_worker(build_ladder(BLOCK, topk, budget, 2047), BLOCK, "cpu", graphs=False,
+    w._auto_budget = AutoBudget.for_worker(build_ladder(BLOCK, topk, budget, 2047), BLOCK, "cpu", graph_widths=None,
                                            token_cap=None)
     budgets, rng, chosen = w._auto_budget.ladder.budgets, random.Random(3), []
     w._auto_budget.chooser.choose = lambda bs: chosen.append(rng.choice(budgets)) or chosen[-1]

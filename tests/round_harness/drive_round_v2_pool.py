@@ -78,7 +78,7 @@ from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 from sglang.srt.server_args import prepare_server_args, set_global_server_args_for_scheduler  # noqa: E402
 from sglang.srt.speculative import dflash_worker_v2  # noqa: E402
 from sglang.srt.speculative.base_spec_worker import BaseSpecWorker  # noqa: E402
-from sglang.srt.speculative.ddtree import worker_v2  # noqa: E402
+from sglang.srt.speculative.ddtree import verify_graphs, worker_v2  # noqa: E402
 from sglang.srt.speculative.ddtree.kernels import accept_walk  # noqa: E402
 from sglang.srt.speculative.ddtree.table_fence import TableFence, barrier_slot  # noqa: E402
 from sglang.srt.speculative.ddtree.worker import worker_class  # noqa: E402
@@ -193,7 +193,7 @@ def dflash_init(draft_runner):
         self.draft_model_runner, self.draft_model = draft_runner, draft_runner.model
         # DFlash's block: the published width from 0.5.17 (DDTree publishes the block while DFlash
         # builds), the width of the server args it is given before.
-        published = worker_v2._published_draft_tokens()
+        published = verify_graphs.published_draft_tokens()
         self.block_size = int(published if published is not None else server_args.speculative_num_draft_tokens)
         self.speculative_num_draft_tokens = self.block_size
         self._mask_token_id = int(draft_runner.model_config.hf_config.dflash_config["mask_token_id"])

@@ -374,7 +374,7 @@ def _auto_worker():
 
     worker = drive_round.make_worker(AUTO_CAP, AUTO_CAP)
     ladder = build_ladder(drive_round.BLOCK, AUTO_CAP, AUTO_CAP, 2047)
-    worker._auto_budget = AutoBudget.for_worker(ladder, drive_round.BLOCK, "cpu", graphs=False, token_cap=None)
+    worker._auto_budget = AutoBudget.for_worker(ladder, drive_round.BLOCK, "cpu", graph_widths=None, token_cap=None)
     worker.target_worker.model_runner.attn_backend = types.SimpleNamespace(num_draft_tokens=worker.verify_width)
     return worker
 
@@ -461,12 +461,42 @@ def _server_args(extra_args: tuple[str, ...] = ()):
     return server_args
 
 
+def _attention_backend(server_args) -> types.SimpleNamespace:
+    """A target backend carrying the verify width where the release's Triton backend reads it at
+    construction: the published config from 0.5.17, the server args before."""
+    from sglang.srt.speculative.ddtree import verify_graphs
+
+    published = verify_graphs.published_draft_tokens()
+    return types.SimpleNamespace(num_draft_tokens=published if published is not None
+                                 else server_args.speculative_num_draft_tokens)
+
+
+class RecordingGraphRunner:
+    """Stands in for the release's DecodeCudaGraphRunner (capturing needs a GPU), with its keyword
+    signature (the construct report checks the release's own has it): records what it was built with."""
+
+    built: list = []
+
+    def __init__(self, model_runner, *, attn_backend=None, speculative_num_steps=None,
+                 speculative_num_draft_tokens=None) -> None:
+        from sglang.srt.speculative.ddtree import verify_graphs
+
+        backend = attn_backend or model_runner.attn_backend
+        self.width = speculative_num_draft_tokens or backend.num_draft_tokens
+        RecordingGraphRunner.built.append({
+            "width": self.width, "backend_width": backend.num_draft_tokens,
+            "server_width": model_runner.server_args.speculative_num_draft_tokens,
+            "published": verify_graphs.published_draft_tokens(),
+            "runner_backend_is_its_own": model_runner.attn_backend is backend,
+        })
+
+
 def construct(extra_args: tuple[str, ...] = ()) -> dict:
     """DDTreeWorkerV2.__init__ and init_cuda_graphs on the release's resolved (and, 0.5.17+,
     published) config for budget 32 over an 8-token drafter, so the verify width (33) exceeds the
     block: what DFlash's constructor and graph capture would read (they load and run the draft
     model, so they are replaced by recorders here)."""
-    from sglang.srt.speculative.ddtree import worker_v2
+    from sglang.srt.speculative.ddtree import verify_graphs, worker_v2
 
     server_args = _server_args(extra_args)
     seen: dict = {}
@@ -474,27 +504,49 @@ def construct(extra_args: tuple[str, ...] = ()) -> dict:
 
     def dflash_init(self, server_args, *args, **kwargs):
         seen["init_server_args_width"] = server_args.speculative_num_draft_tokens
-        seen["init_published_width"] = worker_v2._published_draft_tokens()
+        seen["init_published_width"] = verify_graphs.published_draft_tokens()
         self._target_worker, self.device, self.block_size = kwargs["target_worker"], "cpu", 8
         # DFlash's constructor reads the resolved page size (0.5.20+: from the published schedule); an
         # unset one resolves to 1 on CUDA in a server (0.5.23: the `_page_size_default` pass).
         self.page_size = worker_v2.resolved_view(server_args).page_size or 1
 
     def dflash_graphs(self):
-        seen["graphs_published_width"] = worker_v2._published_draft_tokens()
+        seen["graphs_published_width"] = verify_graphs.published_draft_tokens()
 
     saved = base.__init__, base.init_cuda_graphs
     base.__init__, base.init_cuda_graphs = dflash_init, dflash_graphs
     try:
         # As in a server: the request pool is attached after the workers are built (the H200 run at
         # 09ff7ad died where the worker read it at construction).
-        target = types.SimpleNamespace(model_runner=types.SimpleNamespace(decode_cuda_graph_runner=None, req_to_token_pool=None))
-        worker = worker_v2.DDTreeWorkerV2(server_args, target_worker=target)
+        runner = types.SimpleNamespace(req_to_token_pool=None, server_args=server_args, device="cpu")
+        runner.attn_backend = _attention_backend(server_args)
+        graphed = not getattr(worker_v2.resolved_view(server_args), "disable_cuda_graph", False)
+        runner.decode_cuda_graph_runner = None
+        runner._get_attention_backend = lambda init_new_workspace=False: _attention_backend(server_args)
+        worker = worker_v2.DDTreeWorkerV2(server_args, target_worker=types.SimpleNamespace(model_runner=runner))
+        # The scheduler captures the target's graphs (tp_worker.init_cuda_graphs), then the worker's.
+        runner.decode_cuda_graph_runner = RecordingGraphRunner(runner) if graphed else None
+        own = runner.attn_backend, runner.decode_cuda_graph_runner
+        RecordingGraphRunner.built.clear()
         worker.init_cuda_graphs()
+        seen["graphs_built"] = list(RecordingGraphRunner.built)
+        seen["target_own_restored"] = (runner.attn_backend, runner.decode_cuda_graph_runner) == own
+        seen["server_args_width_after_capture"] = worker_v2.resolved_view(server_args).speculative_num_draft_tokens
+        seen["published_after_capture"] = verify_graphs.published_draft_tokens()
+        if worker._width_graphs is not None:  # a round at each captured width swaps in its backend, then back
+            seen["round_backends"] = {}
+            for width in sorted(worker._width_graphs.widths):
+                with worker._target_at(width) as backend:
+                    seen["round_backends"][width] = [backend.num_draft_tokens,
+                                                     runner.decode_cuda_graph_runner.width]
+            seen["target_own_after_rounds"] = (runner.attn_backend, runner.decode_cuda_graph_runner) == own
+        from sglang.srt.model_executor.runner.decode_cuda_graph_runner import DecodeCudaGraphRunner
+
+        seen["release_runner_takes_width"] = verify_graphs.runner_takes_width(DecodeCudaGraphRunner)
     finally:
         base.__init__, base.init_cuda_graphs = saved
     return {**seen, "verify_width": worker.verify_width, "budget": worker.budget, "topk": worker.topk,
-            "published_after": worker_v2._published_draft_tokens(),
+            "published_after": verify_graphs.published_draft_tokens(),
             "record_width_after": worker_v2.resolved_view(server_args).speculative_num_draft_tokens,
             "reorder_blocker": worker._reorder_blocker, "kv_commit_mode": worker._kv_commit_mode,
             "fenced": worker._table_fence is not None,

@@ -1,0 +1,138 @@
+"""Which target architectures DDTREE serves, refuses (and why) or runs only when forced: data.
+
+One row per architecture SGLang's DFlash captures target features for (issue 51), with the config
+keys that decide DDTREE's start-up gates (`server_args.hybrid_target_kinds`) so a test can check
+each row against the gate, and the attention backends that apply the tree mask in its target
+verify. The README's support table is rendered from these rows (`support_table`).
+
+Status:
+- "served": the gates admit it and its target verify applies the tree mask on `backends`;
+  `checked` says where greedy DDTREE == plain decoding was shown (or "not run yet").
+- "forced": refused at start; `--speculative-ddtree-allow-hybrid-unsafe` runs it with DFlash's
+  chain handling of the hybrid layers, not exact (`reason`).
+No SGLang import: read by the runtime, the tests and the docs alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["served", "forced"]
+
+# Backends whose target verify applies DDTree's tree mask for a multi-head (MHA / GQA) target
+# (capabilities.TREE_MASK_ATTENTION_BACKENDS) and, below, for an MLA target (SGLang 0.5.15's code).
+MHA_TREE_BACKENDS = ("triton", "flashinfer")
+MLA_TREE_BACKENDS = ("triton",)
+# MLA backends whose target verify does not apply a custom mask, with what it does instead
+# (SGLang 0.5.15, srt/layers/attention/).
+MLA_REFUSED_BACKENDS: dict[str, str] = {
+    "flashinfer": "FlashInferMLAAttnBackend plans the verify as a causal prefill without the custom mask "
+                  "(flashinfer_mla_backend.py: 'TODO: Support topk > 1 with custom mask')",
+    "flashmla": "FlashMLABackend runs the verify as a causal multi-token decode and supports topk=1 only",
+    "cutlass_mla": "CutlassMLABackend runs the verify through the causal decode kernel, no custom mask",
+    "trtllm_mla": "TRTLLMMLABackend runs the verify as a causal multi-token decode (no custom mask)",
+    "tokenspeed_mla": "TokenspeedMLABackend is TRTLLMMLABackend's verify (no custom mask)",
+    "fa3": "FlashAttentionBackend applies a tree only through EAGLE's topk > 1 cascade, which DDTree "
+           "does not drive",
+}
+
+SWA_REASON = (
+    "sliding-window layers: SGLang measures a verify query's window from its row in the verify "
+    "(prefix + node index), not from the node's position (prefix + depth), so branch nodes lose "
+    "prefix keys. The path-window verify call (patches/tree_window.py) is exact on 0.5.15's Triton "
+    "kernel (tests/test_tree_window_sglang.py) but not wired into the round (the round does not build "
+    "the path-window mask nor install the wrapper); the SWA KV pool's commit of accepted nodes is "
+    "right on 0.5.15's pool (tests/test_swa_commit_sglang.py) but has not run on a GPU"
+)
+GDN_REASON = (
+    "Gated DeltaNet layers: SGLang's GDN verify runs each node from its parent's cached state only "
+    "when given parent links (EAGLE topk > 1: retrieve_next_token / retrieve_next_sibling; exact on "
+    "0.5.15's kernel, tests/test_tree_recurrence_sglang.py); DDTREE verifies with topk <= 1, so the "
+    "recurrence runs in node order as one chain, the Mamba pool stores conv windows deduplicated as "
+    "for a chain, and the commit keeps the state at the accepted length instead of the last accepted "
+    "node's"
+)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    model_type: str
+    name: str
+    targets: str  # public targets with DFlash drafters
+    layers: str  # attention and MLP kinds, in a user's words
+    status: Status
+    reason: str  # why served / why refused
+    config: dict[str, Any] = field(default_factory=dict)  # the config keys the gates read
+    mla: bool = False
+    checked: str = "not run yet"
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """Attention backends DDTREE accepts for it (none when refused)."""
+        if self.status != "served":
+            return ()
+        return MLA_TREE_BACKENDS if self.mla else MHA_TREE_BACKENDS
+
+
+_DENSE = "the verify is multi-head attention with the tree mask; the MLP sees one row per node"
+_MOE = "as dense: experts route each node's row on its own, the verify attention applies the tree mask"
+_MLA = ("MLA verify applies the tree mask on triton only (extend kernel with the mask); the other MLA "
+        "backends verify a causal chain")
+
+ARCHITECTURES: tuple[Architecture, ...] = (
+    Architecture("qwen3", "Qwen3 (dense)", "Qwen3-4B, Qwen3-8B", "full attention, dense MLP", "served", _DENSE,
+                 {"architectures": ["Qwen3ForCausalLM"], "sliding_window": None, "use_sliding_window": False},
+                 checked="GPU matrix on tiny random-weight Qwen3 targets, SGLang 0.5.15 / 0.5.17 (docs/gpu-check.md)"),
+    Architecture("llama", "Llama 3.1 (dense)", "Llama-3.1-8B-Instruct", "full attention, dense MLP", "served",
+                 _DENSE, {"architectures": ["LlamaForCausalLM"]}),
+    Architecture("qwen3_moe", "Qwen3-MoE", "Qwen3-Coder-30B-A3B", "full attention, MoE", "served", _MOE,
+                 {"architectures": ["Qwen3MoeForCausalLM"], "sliding_window": None, "use_sliding_window": False}),
+    Architecture("deepseek_v2", "DeepSeek-V3 / Kimi-K2 class (MLA + MoE)", "Kimi-K2.5", "MLA, MoE", "served", _MLA,
+                 {"architectures": ["DeepseekV3ForCausalLM"], "kv_lora_rank": 512}, mla=True),
+    Architecture("kimi_k25", "Kimi-K2.5 (MLA + MoE, multimodal wrapper)", "Kimi-K2.5", "MLA, MoE", "served", _MLA,
+                 {"architectures": ["KimiK25ForConditionalGeneration"], "kv_lora_rank": 512}, mla=True),
+    Architecture("glm4_moe_lite", "GLM-4.7-Flash class (MLA + MoE)", "GLM drafters announced", "MLA, MoE", "served",
+                 _MLA, {"architectures": ["Glm4MoeLiteForCausalLM"], "kv_lora_rank": 512}, mla=True),
+    Architecture("gpt_oss", "gpt-oss", "gpt-oss-20b, gpt-oss-120b", "alternating sliding-window / full attention "
+                 "with sinks, MoE", "forced", SWA_REASON,
+                 {"architectures": ["GptOssForCausalLM"], "sliding_window": 128,
+                  "layer_types": ["sliding_attention", "full_attention"]}),
+    Architecture("gemma4", "Gemma 4", "none published yet", "sliding-window and full attention, KV shared across "
+                 "layers", "forced", SWA_REASON,
+                 {"architectures": ["Gemma4ForCausalLM"], "sliding_window": 1024,
+                  "layer_types": ["sliding_attention", "full_attention"]}),
+    Architecture("qwen3_next", "Qwen3-Next", "Qwen3-Next-80B-A3B", "Gated DeltaNet + full attention, MoE", "forced",
+                 GDN_REASON, {"architectures": ["Qwen3NextForCausalLM"], "linear_num_value_heads": 32,
+                              "layer_types": ["linear_attention", "full_attention"]}),
+    Architecture("qwen3_5", "Qwen3.5 / Qwen3.6", "Qwen3.5 4B-122B, Qwen3.6", "Gated DeltaNet + full attention",
+                 "forced", GDN_REASON, {"architectures": ["Qwen3_5ForConditionalGeneration"],
+                                        "linear_num_value_heads": 32,
+                                        "layer_types": ["linear_attention", "full_attention"]}),
+)
+
+
+def architecture(model_type: str) -> Architecture:
+    for row in ARCHITECTURES:
+        if row.model_type == model_type:
+            return row
+    raise KeyError(f"no DDTREE architecture row for model_type {model_type!r}; known: "
+                   f"{', '.join(r.model_type for r in ARCHITECTURES)}")
+
+
+def support_table() -> str:
+    """The README's architecture table (markdown), from the rows above."""
+    lines = ["| Architecture | Targets | Layers | DDTREE | Backends | Checked |", "|---|---|---|---|---|---|"]
+    for r in ARCHITECTURES:
+        verdict = "served" if r.status == "served" else (
+            "refused; runs only with --speculative-ddtree-allow-hybrid-unsafe (not exact)")
+        lines.append(f"| {r.name} (`{r.model_type}`) | {r.targets} | {r.layers} | {verdict} | "
+                     f"{', '.join(r.backends) or '-'} | {r.checked} |")
+    return "\n".join(lines)
+
+
+def is_mla_target(hf_config: Any) -> bool:
+    """The target uses multi-head latent attention (DeepSeek-V2/V3, Kimi-K2, GLM-4-MoE-lite): its
+    config carries a `kv_lora_rank` (on the text config of a multimodal wrapper)."""
+    text = getattr(hf_config, "text_config", None)
+    return any(getattr(c, "kv_lora_rank", None) is not None for c in (hf_config, text) if c is not None)

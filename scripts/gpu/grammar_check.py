@@ -1,0 +1,174 @@
+"""Grammar-constrained DDTREE in a real engine (GPU): constrained greedy == plain, outputs parse, and
+sampled tokens under a regex distributed as plain SGLang's.
+
+usage (on the GPU machine, SGLang 0.5.17+ patched for DDTREE and a real xgrammar, the release's pin):
+    python -m scripts.gpu.grammar_check OUT_DIR --target /tmp/models/target_struct --draft /tmp/models/draft_rand
+        [--budget 16] [--draws 4000] [--positions 4] [--cuda-graph]
+
+Engines, each in its own process (as scripts/gpu/sampling_check.py runs them; grammar backend
+xgrammar, pytorch sampling, triton attention):
+  plain   no speculative decoding;
+  ddtree  --speculative-algorithm DDTREE at --budget;
+  biased  DDTREE with DDTREE_TEST_POSTERIOR_BIAS=0.03 (a node with a child emits its first child 3 %
+          of the time), which the chi-square must catch.
+Greedy: the JSON schemas, regexes and EBNF grammar of tests/round_harness/grammar_path.py (here over
+the target's own tokenizer), one request each, batched, 64 new tokens: DDTREE's output ids must equal
+plain's, and every finished output must parse / match. Sampled (T=1) under REGEX_SAMPLED: --draws
+requests per engine, and at each of the first --positions output positions a 2 x B chi-square
+(scripts.gpu.sampling_check.homogeneity) between plain and ddtree must pass (p > ALPHA / positions)
+while plain vs biased must fail at some position. Exit 0 only when everything passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scripts.gpu.sampling_check import ALPHA, homogeneity
+
+SCHEMAS = [
+    {"type": "object", "properties": {"name": {"type": "string", "minLength": 2, "maxLength": 5},
+                                      "age": {"type": "integer", "minimum": 0, "maximum": 999}},
+     "required": ["name", "age"], "additionalProperties": False},
+    {"type": "object", "properties": {"ok": {"type": "boolean"},
+                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 3},
+                                               "minItems": 1, "maxItems": 3}},
+     "required": ["ok", "tags"], "additionalProperties": False},
+    {"type": "object", "properties": {"kind": {"enum": ["cat", "dog", "bird"]},
+                                      "n": {"type": "integer", "minimum": 0, "maximum": 99}},
+     "required": ["kind", "n"], "additionalProperties": False},
+]
+REGEXES = [r"[a-z]{3,6}@[a-z]{2,4}\.(com|org)", r"\d{3}-\d{2,4}", r"(ab|cd){1,4}x"]
+EBNF = 'root ::= expr\nexpr ::= term (("+" | "*") term)*\nterm ::= [0-9] | "(" expr ")"'
+REGEX_SAMPLED = r"[a-z0-9]{8}"  # many allowed tokens per position: a distribution worth comparing
+PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
+GREEDY_TOKENS = 64
+
+
+def requests() -> list[tuple[str, dict]]:
+    """(name, grammar sampling params) of the greedy set."""
+    out = [(f"json{i}", {"json_schema": json.dumps(s)}) for i, s in enumerate(SCHEMAS)]
+    out += [(f"regex{i}", {"regex": r}) for i, r in enumerate(REGEXES)]
+    return out + [("ebnf", {"ebnf": EBNF})]
+
+
+def valid(params: dict, text: str) -> bool:
+    if "regex" in params:
+        return re.fullmatch(params["regex"], text) is not None
+    if "ebnf" in params:
+        return re.fullmatch(r"[0-9+*()]+", text) is not None and text.count("(") == text.count(")")
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    schema = json.loads(params["json_schema"])
+    return isinstance(value, dict) and set(value) == set(schema["required"])
+
+
+def engine_main(cfg_path: str, out_path: str) -> None:
+    """One engine: the greedy set, then the sampled regex requests; writes its outputs as JSON."""
+    from sglang.srt.entrypoints.engine import Engine
+
+    cfg = json.loads(Path(cfg_path).read_text())
+    kw = dict(model_path=cfg["target"], tokenizer_path=cfg["target"], dtype="bfloat16", attention_backend="triton",
+              sampling_backend="pytorch", grammar_backend="xgrammar", disable_flashinfer_autotune=True,
+              mem_fraction_static=0.35, context_length=512, random_seed=cfg["seed"], log_level="warning",
+              max_running_requests=512, port=cfg["port"], nccl_port=cfg["port"] + 5)
+    if not cfg["cuda_graph"]:
+        kw.update(disable_cuda_graph=True)
+    if cfg["algo"] != "NONE":
+        kw.update(speculative_algorithm=cfg["algo"], speculative_draft_model_path=cfg["draft"],
+                  speculative_ddtree_budget=cfg["budget"])
+    eng = Engine(**kw)
+    out: dict = {"greedy": {}}
+    names, grammars = zip(*requests())
+    res = eng.generate(input_ids=[PROMPT] * len(names),
+                       sampling_params=[dict(g, temperature=0.0, max_new_tokens=GREEDY_TOKENS) for g in grammars])
+    for name, r in zip(names, res):
+        out["greedy"][name] = {"ids": r["output_ids"], "text": r.get("text", ""),
+                               "finish": (r["meta_info"].get("finish_reason") or {}).get("type")}
+    t0 = time.time()
+    res = eng.generate(input_ids=[PROMPT] * cfg["draws"],
+                       sampling_params={"regex": REGEX_SAMPLED, "temperature": 1.0, "max_new_tokens": 32})
+    out["sampled"] = [r["output_ids"] for r in res]
+    out["sampled_text"] = [r.get("text", "") for r in res[:50]]
+    rounds = sum(r["meta_info"].get("spec_verify_ct", 0) for r in res)
+    out["tokens_per_round"] = sum(map(len, out["sampled"])) / rounds if rounds else None
+    print(f"[{cfg['name']}] {cfg['draws']} sampled requests in {time.time() - t0:.1f}s, "
+          f"tokens/round {out['tokens_per_round']}", flush=True)
+    Path(out_path).write_text(json.dumps(out))
+    eng.shutdown()
+
+
+def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None) -> dict:
+    cfg = dict(cfg, name=name, port=23000 + 10 * cfg["seed"])
+    cfg_path, res_path = out_dir / f"{name}.cfg.json", out_dir / f"{name}.json"
+    cfg_path.write_text(json.dumps(cfg))
+    with open(out_dir / f"{name}.log", "w") as log:
+        rc = subprocess.run([sys.executable, "-m", __spec__.name, "--engine", str(cfg_path), str(res_path)],
+                            env=dict(os.environ, **(env or {})), stdout=log, stderr=subprocess.STDOUT).returncode
+    if rc != 0 or not res_path.exists():
+        raise SystemExit(f"engine {name} failed (rc={rc}):\n{(out_dir / f'{name}.log').read_text()[-3000:]}")
+    return json.loads(res_path.read_text())
+
+
+def judge(plain: dict, ddtree: dict, biased: dict, positions: int) -> bool:
+    ok = True
+    for name, params in requests():
+        p, d = plain["greedy"][name], ddtree["greedy"][name]
+        same = p["ids"] == d["ids"]
+        parses = d["finish"] != "stop" or valid(params, d["text"])
+        ok &= same and parses
+        print(f"{'PASS' if same and parses else 'FAIL'} greedy {name}: equal {same}, parses {parses}, "
+              f"{len(d['ids'])} tokens {d['text'][:60]!r}", flush=True)
+    threshold = ALPHA / positions
+    worst, caught = 1.0, False
+    for pos in range(positions):
+        at = lambda runs: [r[pos] for r in runs if len(r) > pos]  # noqa: E731
+        p_val, power = homogeneity(at(plain["sampled"]), at(ddtree["sampled"]), threshold)
+        p_bias, _ = homogeneity(at(plain["sampled"]), at(biased["sampled"]), threshold)
+        worst, caught = min(worst, p_val), caught or p_bias < threshold
+        print(f"position {pos}: plain vs ddtree p={p_val:.3g} (power {power:.2f}), plain vs biased p={p_bias:.3g}",
+              flush=True)
+    inside = all(re.fullmatch(REGEX_SAMPLED, t) for t in ddtree["sampled_text"] if t)
+    print(f"{'PASS' if worst > threshold else 'FAIL'} sampled regex: smallest p {worst:.3g} > {threshold:.3g}; "
+          f"{'PASS' if caught else 'FAIL'} biased DDTREE caught; {'PASS' if inside else 'FAIL'} outputs match",
+          flush=True)
+    return ok and worst > threshold and caught and inside
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--engine"]:
+        engine_main(sys.argv[2], sys.argv[3])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out_dir", type=Path)
+    ap.add_argument("--target", required=True)
+    ap.add_argument("--draft", required=True)
+    ap.add_argument("--budget", type=int, default=16)
+    ap.add_argument("--draws", type=int, default=4000)
+    ap.add_argument("--positions", type=int, default=4, help="sampled positions compared")
+    ap.add_argument("--cuda-graph", action="store_true", help="capture CUDA graphs (default: eager)")
+    args = ap.parse_args()
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
+                cuda_graph=args.cuda_graph)
+    plain = run_engine("plain", dict(base, algo="NONE", seed=1), args.out_dir)
+    ddtree = run_engine("ddtree", dict(base, algo="DDTREE", seed=2), args.out_dir)
+    biased = run_engine("biased", dict(base, algo="DDTREE", seed=3), args.out_dir,
+                        env={"DDTREE_TEST_POSTERIOR_BIAS": "0.03"})
+    ok = judge(plain, ddtree, biased, args.positions)
+    print("PASS" if ok else "FAIL", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    os._exit(code)

@@ -33,6 +33,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests" / "round_harness" / "grammar_path.py"
+HELPERS = REPO / "tests" / "cpu_serverargs"  # the torchvision stand-in scheduler_path imports
 RELEASES = runtime_releases(("0.5.15", "0.5.23"))
 SERVES_GRAMMARS = Version("0.5.17")
 
@@ -70,7 +71,7 @@ def report(release, tmp_path_factory) -> dict:
     if Version(version) < SERVES_GRAMMARS:
         pytest.skip(f"SGLang {version} has no tree grammar walk for DFlash-family workers (refused: below)")
     xgr = xgrammar_site(site, tmp_path_factory.mktemp("xgrammar"))
-    done = subprocess.run([str(python), str(HARNESS)], capture_output=True, text=True, env=_env(site, xgr),
+    done = subprocess.run([str(python), str(HARNESS)], capture_output=True, text=True, env=_env(site, xgr, HELPERS),
                           cwd=tmp_path_factory.mktemp("drive"), timeout=1800)
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -177,7 +178,7 @@ def test_releases_without_the_tree_grammar_walk_refuse_grammar_requests(release)
              "algo = types.SimpleNamespace(is_ddtree=lambda: True)\n"
              "print(repr(validate_ddtree_request(algo, types.SimpleNamespace(sampling_params=params))))\n")
     done = subprocess.run([str(python), "-c", probe], capture_output=True, text=True,
-                          env=_env(site, REPO / "tests" / "cpu_serverargs"), timeout=600)
+                          env=_env(site, HELPERS), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     want = None if Version(version) >= SERVES_GRAMMARS else CAPABILITIES["grammar"].refusal
     assert done.stdout.strip().splitlines()[-1] == repr(want)

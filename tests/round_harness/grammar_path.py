@@ -19,15 +19,10 @@ from __future__ import annotations
 
 import functools
 import json
-import sys
 import traceback
 import types
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE)]
-
-import scheduler_path  # noqa: E402  (installs the stand-ins; a real xgrammar on the path wins)
+import scheduler_path  # beside this file; installs the stand-ins (a real xgrammar on the path wins)
 
 import torch  # noqa: E402
 import xgrammar  # noqa: E402

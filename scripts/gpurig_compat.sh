@@ -35,6 +35,10 @@ if [ -n "$kernel" ]; then
   rm -f "$DEST"/whl/sglang_kernel-*.whl
   python3 "$GPURIG/tools/slim_sgl_kernel.py" "$tmp"/sglang_kernel-"$kernel"-*.whl "$DEST/whl"
   rm -rf "$tmp"
+  # the release's engine refuses to start under a kernel older than its pin (0.5.18: "sglang-kernel
+  # ... less than the minimum required version 0.4.6.post1"); its own switch skips that check
+  echo 'export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1  # compat bundle: sglang-kernel older than the pin' \
+    >> "$DEST/scripts/env.sh"
 fi
 # "#drop PREFIX": more sglang wheel members no text-model engine loads (e.g. 0.5.23's opt-in Rust server)
 drops=$(sed -n 's/^#drop /--drop /p' "$REPO/gpurig/releases/$RELEASE.txt")

@@ -38,6 +38,7 @@ BUDGETS = (4, 8, 16, 32, 64)
 PAIR_TOKENS = 65536  # each pair engine's KV pool (--pair-tokens)
 RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT",
                     "DDTREE_AUTO_MAX_BUDGET")  # runtime switches, read by the engines
+AUTO_LOG_EVERY_ENV = "DDTREE_AUTO_LOG_EVERY"  # the auto engine logs its budgets per batch bucket this often
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [
@@ -87,8 +88,9 @@ def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets:
     launched kernel by kernel (variant "eager stage": DDTREE_GRAPH_TREE_STAGE=0 in that engine; the
     default replays it from a CUDA graph). Engines take batches up to max(batches); `plain=False` leaves
     plain out (a GPU that holds only a few 8B-shape engines benches the budgets in groups, each beside DFLASH).
-    `auto` adds DDTREE with `--speculative-ddtree-budget auto` (budget None, variant "auto budget"); it
-    chooses per round only with `cuda_graph=False`, which every engine then shares (eager beside eager)."""
+    `auto` adds DDTREE with `--speculative-ddtree-budget auto` (budget None, variant "auto budget"),
+    logging its choices every 25 rounds (DDTREE_AUTO_LOG_EVERY); with CUDA graphs it chooses among the
+    widths that got a verify graph; `cuda_graph=False` is shared by every engine (eager beside eager)."""
     t, d = str(pair / "target"), str(pair / "draft")
     spec = dict(speculative_draft_model_path=d)
     out = [{"name": "plain", "algo": "plain", "budget": None, "extra": {}}] if plain else []
@@ -101,7 +103,8 @@ def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets:
             for b in eager_stage_budgets]
     if auto:
         out.append({"name": "ddtree_auto", "algo": "DDTREE", "budget": None, "variant": "auto budget",
-                    "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget="auto")})
+                    "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget="auto"),
+                    "env": {AUTO_LOG_EVERY_ENV: os.environ.get(AUTO_LOG_EVERY_ENV) or "25"}})  # choices in its log
     for c in out:
         c["engine"] = engine_kwargs(t, t, max_bs=max(batches), tokens=tokens, extra=c.pop("extra"),
                                     cuda_graph=cuda_graph)

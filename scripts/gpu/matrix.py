@@ -17,6 +17,7 @@ OUT_DIR/summary.{json,md}. Exit status 0 only when every comparison holds.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -27,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ENGINE_MODULE = "scripts.gpu.engine_run"  # one engine per subprocess: python -m ENGINE_MODULE CONFIG OUT
+REPO = Path(__file__).resolve().parents[2]
+CUTLASS_STAND_IN = REPO / "gpurig" / "stubs-extra" / "cutlass-permissive"  # the MLA rows' (model_path_prepend)
 MODELS = Path("/tmp/models")
 DRAFT = str(MODELS / "draft_rand")
 VOCAB = 512
@@ -195,13 +198,21 @@ def base_configs(eager_stage: bool = False) -> list[dict]:
     return out
 
 
+def model_path_prepend(model: str) -> list[str]:
+    """Folders an arch model's engines import before the site: for MLA, where `cutlass` is absent, the
+    rig's CUTLASS DSL stand-in (without it SGLang's DeepSeek model does not import; see its docstring)."""
+    if model != "mla" or importlib.util.find_spec("cutlass") is not None:
+        return []
+    return [str(CUTLASS_STAND_IN)]
+
+
 def arch_configs() -> list[dict]:
     """Plain, DFLASH and DDTREE budgets 8 and 32 on each tiny architecture target, eager and with CUDA
     graphs; random weights, so DDTREE may differ from plain only at plain's near-ties (its top-2 logged)."""
     out = []
     for model in ARCH_MODELS:
         base = {"target": str(MODELS / f"target_{model}_rand"), "prompts": PROMPTS["rand"], "max_new": MAX_NEW,
-                "model": model}
+                "model": model, "path_prepend": model_path_prepend(model)}
         out.append(dict(base, name=f"plain_{model}", algo="NONE", logprobs=True))
         for cg in (False, True):
             tag = f"{model}_{'cg' if cg else 'eager'}"
@@ -218,6 +229,15 @@ def take_turns(timed: list[dict], folder: Path) -> list[dict]:
             for i, c in enumerate(timed)]
 
 
+def engine_env(cfg: dict) -> dict:
+    """The engine process's environment: ours, with the row's `path_prepend` folders first on PYTHONPATH
+    (set at the interpreter's start, so SGLang's spawned scheduler inherits them with sys.path)."""
+    env = dict(os.environ)
+    if cfg.get("path_prepend"):
+        env["PYTHONPATH"] = os.pathsep.join([*cfg["path_prepend"], *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
 def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
     cfg_path = out_dir / "configs" / f"{cfg['name']}.json"
     res_path = out_dir / "results" / f"{cfg['name']}.json"
@@ -225,7 +245,7 @@ def run_one(cfg: dict, out_dir: Path, timeout_s: float) -> dict:
     t0 = time.time()
     with open(out_dir / "logs" / f"{cfg['name']}.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", ENGINE_MODULE, str(cfg_path), str(res_path)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=engine_env(cfg))
         try:
             proc.wait(timeout=max(timeout_s, 1))
         except subprocess.TimeoutExpired:

@@ -40,6 +40,10 @@ if [ -n "$kernel" ]; then
   echo 'export SGLANG_SKIP_SGL_KERNEL_VERSION_CHECK=1  # compat bundle: sglang-kernel older than the pin' \
     >> "$DEST/scripts/env.sh"
 fi
+# "#strip NAME": wheel NAME without static libraries, headers and symbols (scripts/rig/strip_native.py)
+for n in $(sed -n 's/^#strip //p' "$REPO/gpurig/releases/$RELEASE.txt"); do
+  PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}" python3 -m scripts.rig.strip_native "$DEST"/whl/"$n"-*.whl
+done
 # "#drop PREFIX": more sglang wheel members no text-model engine loads (e.g. 0.5.23's opt-in Rust server)
 drops=$(sed -n 's/^#drop /--drop /p' "$REPO/gpurig/releases/$RELEASE.txt")
 # shellcheck disable=SC2086

@@ -72,8 +72,8 @@ def test_slimmer_drops_the_extra_prefixes(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel, "a") as z:
         for member, data in extra.items():
             z.writestr(member, data)
-    proc = subprocess.run([sys.executable, gs.__file__, str(bundle), "--drop", "sglang/srt/rust_extensions/_server."],
-                          capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-m", gs.__name__, str(bundle), "--drop", "sglang/srt/rust_extensions/_server."],
+                          capture_output=True, text=True, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     got = members(gs.sglang_wheel(bundle))
     assert "sglang/srt/rust_extensions/_server.cpython-312-x86_64-linux-gnu.so" not in got

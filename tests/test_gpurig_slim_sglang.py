@@ -15,6 +15,8 @@ from pathlib import Path
 
 from scripts.rig import slim_sglang as gs
 
+REPO = Path(__file__).resolve().parents[1]  # `python -m scripts.rig.slim_sglang` runs from here
+
 DI = "sglang-0.5.13.dist-info/"
 FILES = {
     "sglang/__init__.py": b"__version__ = '0.5.13'\n",
@@ -42,7 +44,7 @@ def members(wheel: Path) -> dict[str, bytes]:
 
 
 def run(bundle: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(Path(gs.__file__)), str(bundle)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", gs.__name__, str(bundle)], capture_output=True, text=True, cwd=REPO)
 
 
 def test_drops_the_packages_and_writes_a_record_pip_reads(tmp_path: Path) -> None:
@@ -79,7 +81,7 @@ def test_a_second_run_drops_nothing_and_writes_the_same_bytes(tmp_path: Path) ->
 def test_dry_run_leaves_the_bundle_as_it_was(tmp_path: Path) -> None:
     bundle = fake_bundle(tmp_path)
     before = gs.sglang_wheel(bundle).read_bytes()
-    proc = subprocess.run([sys.executable, str(Path(gs.__file__)), str(bundle), "--dry-run"],
+    proc = subprocess.run([sys.executable, "-m", gs.__name__, str(bundle), "--dry-run"], cwd=REPO,
                           capture_output=True, text=True)
     assert proc.returncode == 0 and "dropped 2 files" in proc.stdout
     assert gs.sglang_wheel(bundle).read_bytes() == before

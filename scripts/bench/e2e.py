@@ -38,7 +38,6 @@ BUDGETS = (4, 8, 16, 32, 64)
 PAIR_TOKENS = 65536  # each pair engine's KV pool (--pair-tokens)
 RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_COMMIT",
                     "DDTREE_AUTO_MAX_BUDGET")  # runtime switches, read by the engines
-AUTO_LOG_EVERY_ENV = "DDTREE_AUTO_LOG_EVERY"  # the auto engine logs its budgets per batch bucket this often
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
 METHOD = [
@@ -104,7 +103,7 @@ def pair_configs(pair: Path, eager_stage_budgets: tuple[int, ...] = (), budgets:
     if auto:
         out.append({"name": "ddtree_auto", "algo": "DDTREE", "budget": None, "variant": "auto budget",
                     "extra": dict(spec, speculative_algorithm="DDTREE", speculative_ddtree_budget="auto"),
-                    "env": {AUTO_LOG_EVERY_ENV: os.environ.get(AUTO_LOG_EVERY_ENV) or "25"}})  # choices in its log
+                    "env": {gpu_matrix.AUTO_LOG_EVERY_ENV: os.environ.get(gpu_matrix.AUTO_LOG_EVERY_ENV) or "25"}})  # choices in its log
     for c in out:
         c["engine"] = engine_kwargs(t, t, max_bs=max(batches), tokens=tokens, extra=c.pop("extra"),
                                     cuda_graph=cuda_graph)

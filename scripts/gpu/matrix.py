@@ -65,6 +65,7 @@ AUTO_WIDTHS_LOG = "DDTREE auto: target verify graphs at widths"
 AUTO_GRAPHED_LOG = "no target verify graph at its width"
 AUTO_CHOSEN_LOG = "DDTREE auto budget: batch<="
 AUTO_LOG_EVERY = 4
+AUTO_LOG_EVERY_ENV = "DDTREE_AUTO_LOG_EVERY"  # the auto worker logs its budgets per batch bucket this often
 AUTO_BESIDE = ("ddtree_b8_struct_eager", "ddtree_b8_struct_cg", "ddtree_b8_rand_eager", "ddtree_b8_rand_cg",
                "ddtree_b64_offchain_cg")  # the rows the `auto` rows copy (the engine, prompts, judging)
 
@@ -159,7 +160,7 @@ def auto_configs(cfgs: list[dict], chooses_per_round: bool = True) -> list[dict]
             continue
         cg, offchain = bool(cfg.get("cuda_graph")), cfg.get("suite") == "offchain"
         auto = {k: v for k, v in cfg.items() if k != "bench"}
-        env = {**cfg.get("env", {}), "DDTREE_AUTO_LOG_EVERY": str(AUTO_LOG_EVERY)}
+        env = {**cfg.get("env", {}), AUTO_LOG_EVERY_ENV: str(AUTO_LOG_EVERY)}
         per_round = [AUTO_CHOSEN_LOG] + ([AUTO_WIDTHS_LOG] if cg else [])
         if offchain:
             env["DDTREE_AUTO_GRAPH_MEM_GB"] = "0"

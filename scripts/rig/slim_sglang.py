@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import zipfile
 from pathlib import Path
 
-from scripts.rig.flashinfer import LIMIT, checkout_bytes, record_row, record_text, tree_bytes
+from scripts.rig.flashinfer import LIMIT, checkout_bytes, tree_bytes
+from scripts.rig.wheel import rewrite
 
 DROP = ("sglang/multimodal_gen/", "sglang/srt/grpc/")
 NOTE = "DDTREE_PATCH_SLIMMED"
@@ -34,27 +34,9 @@ def sglang_wheel(bundle: Path) -> Path:
 
 def slim(src: Path, out: Path, drop: tuple[str, ...] = DROP) -> tuple[int, int]:
     """Write src without the members under `drop` to out; return (members dropped, bytes dropped)."""
-    with zipfile.ZipFile(src) as zin:
-        infos = [i for i in zin.infolist() if not i.is_dir()]
-        record = next((i.filename for i in infos if i.filename.endswith(".dist-info/RECORD")), None)
-        if record is None:
-            raise SystemExit(f"{src.name} has no dist-info/RECORD: not a wheel")
-        dist_info = record[: -len("RECORD")]
-        gone = [i for i in infos if i.filename.startswith(drop)]
-        kept = [i for i in infos if not i.filename.startswith(drop) and i.filename not in (record, dist_info + NOTE)]
-        rows: list[list[str]] = []
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
-            for info in kept:
-                data = zin.read(info)
-                zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
-                rows.append(record_row(info.filename, data))
-            note = ("dropped by ddtree-patch scripts/rig/slim_sglang.py (not imported by a text-model "
-                    f"engine): {', '.join(drop)}\n").encode()
-            zi = zipfile.ZipInfo(dist_info + NOTE, date_time=(2020, 1, 1, 0, 0, 0))
-            zi.external_attr = 0o644 << 16
-            zout.writestr(zi, note, compress_type=zipfile.ZIP_DEFLATED)
-            rows.append(record_row(zi.filename, note))
-            zout.writestr(zin.getinfo(record), record_text(rows, record), compress_type=zipfile.ZIP_DEFLATED)
+    note = ("dropped by ddtree-patch scripts/rig/slim_sglang.py (not imported by a text-model "
+            f"engine): {', '.join(drop)}\n").encode()
+    gone = rewrite(src, out, lambda name: name.startswith(drop), NOTE, note)
     return len(gone), sum(i.file_size for i in gone)
 
 

@@ -17,10 +17,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
 from pathlib import Path
 
-from scripts.rig.flashinfer import record_row, record_text
+from scripts.rig.wheel import rewrite
 
 NOTE = "DDTREE_PATCH_STRIPPED"
 
@@ -42,34 +41,20 @@ def stripped(data: bytes, strip: str) -> bytes:
 def strip_wheel(src: Path, out: Path, strip: str) -> tuple[int, int]:
     """Write src to out without `dropped` members and with its `.so` members stripped;
     return (members dropped, unpacked bytes saved)."""
-    with zipfile.ZipFile(src) as zin:
-        infos = [i for i in zin.infolist() if not i.is_dir()]
-        record = next((i.filename for i in infos if i.filename.endswith(".dist-info/RECORD")), None)
-        if record is None:
-            raise SystemExit(f"{src.name} has no dist-info/RECORD: not a wheel")
-        dist_info = record[: -len("RECORD")]
-        gone = [i for i in infos if dropped(i.filename)]
-        saved = sum(i.file_size for i in gone)
-        rows: list[list[str]] = []
-        with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zout:
-            for info in infos:
-                if dropped(info.filename) or info.filename in (record, dist_info + NOTE):
-                    continue
-                data = zin.read(info)
-                if info.filename.endswith(".so") or ".so." in info.filename:
-                    small = stripped(data, strip)
-                    saved += len(data) - len(small)
-                    data = small
-                zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
-                rows.append(record_row(info.filename, data))
-            note = (b"rewritten by ddtree-patch scripts/rig/strip_native.py: static libraries (*.a) and "
-                    b"headers (include/) dropped, shared libraries stripped (--strip-unneeded)\n")
-            zi = zipfile.ZipInfo(dist_info + NOTE, date_time=(2020, 1, 1, 0, 0, 0))
-            zi.external_attr = 0o644 << 16
-            zout.writestr(zi, note, compress_type=zipfile.ZIP_DEFLATED)
-            rows.append(record_row(zi.filename, note))
-            zout.writestr(zin.getinfo(record), record_text(rows, record), compress_type=zipfile.ZIP_DEFLATED)
-    return len(gone), saved
+    saved = 0
+
+    def change(name: str, data: bytes) -> bytes:
+        nonlocal saved
+        if not (name.endswith(".so") or ".so." in name):
+            return data
+        small = stripped(data, strip)
+        saved += len(data) - len(small)
+        return small
+
+    note = (b"rewritten by ddtree-patch scripts/rig/strip_native.py: static libraries (*.a) and "
+            b"headers (include/) dropped, shared libraries stripped (--strip-unneeded)\n")
+    gone = rewrite(src, out, dropped, NOTE, note, change)
+    return len(gone), saved + sum(i.file_size for i in gone)
 
 
 def main() -> int:

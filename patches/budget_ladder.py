@@ -12,9 +12,11 @@ verifies the budget that maximises expected tokens per second for its batch:
   `c_b` the observed / predicted ratio of accepted draft tokens in rounds that ran b (drafters are
   over- or under-confident; 1 until measured);
 - cost of budget b at a batch size: the running median of timed rounds of that (batch bucket, b) on
-  this machine, never a model of it. A (bucket, b) with too few timings is tried before any choice
-  is made from costs, and every `explore_every` rounds a bucket retries a neighbour of its best so
-  that costs that drift (longer prefixes) are re-measured.
+  this machine, never a model of it. A (bucket, b) with fewer than three timings is tried before any
+  choice is made from costs (a median of three outlives one slow first round; a median of two is
+  its mean), and every `explore_every` rounds a bucket retries a budget one or two rungs from its
+  best, in turn, so that costs that drift (longer prefixes) are re-measured and a rung the ladder
+  holds twice at one cost (15 and 16 beside a 16-token block) cannot hide the next one for good.
 The chooser only reads statistics of rounds already finished, so a round never waits on the device.
 """
 
@@ -173,7 +175,7 @@ class WidthChooser:
     """Picks each round's budget from the ladder (module docstring); fed by finished rounds only."""
 
     def __init__(self, ladder: Ladder, width_of: Callable[[int], int], token_cap: Optional[int] = None,
-                 min_samples: int = 2, explore_every: int = 32, gain_decay: float = 0.9, window: int = 16) -> None:
+                 min_samples: int = 3, explore_every: int = 32, gain_decay: float = 0.9, window: int = 16) -> None:
         self.ladder, self.width_of = ladder, width_of  # width_of(budget): that budget's verify width
         self.token_cap = token_cap  # a verify of bs x width tokens above it is not chosen
         self.min_samples, self.explore_every, self.gain_decay = min_samples, explore_every, gain_decay
@@ -203,9 +205,9 @@ class WidthChooser:
         best = max(allowed, key=lambda b: (self.expected_tokens(b) / max(self.costs.median(bs, b), 1e-9), -b))
         if self.explore_every and count % self.explore_every == self.explore_every - 1:
             i = allowed.index(best)
-            neighbours = [allowed[j] for j in (i - 1, i + 1) if 0 <= j < len(allowed)]
-            if neighbours:
-                return neighbours[(count // self.explore_every) % len(neighbours)]
+            near = [allowed[j] for j in (i - 1, i + 1, i - 2, i + 2) if 0 <= j < len(allowed)]
+            if near:
+                return near[(count // self.explore_every) % len(near)]
         return best
 
     def observe_gains(self, gains: Sequence[float]) -> None:

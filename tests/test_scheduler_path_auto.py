@@ -66,9 +66,9 @@ def test_the_chosen_width_changes_with_the_batch_size(report: dict) -> None:
     result = _ok(report["modes"]["auto_costs"])
     chosen = result["chosen"]  # (batch size, budget): 16 rounds at batch 1, then 16 at batch 3
     assert [bs for bs, _ in chosen] == [1] * 16 + [3] * 16
-    warm_up = [b for _, b in chosen[:8]]
-    assert warm_up == [7, 7, 8, 8, 16, 16, 32, 32]  # every budget timed twice, narrowest first
-    at_1, at_3 = {b for _, b in chosen[8:16]}, {b for _, b in chosen[24:]}
+    warm_up = [b for _, b in chosen[:12]]
+    assert warm_up == [7, 7, 7, 8, 8, 8, 16, 16, 16, 32, 32, 32]  # every budget timed thrice, narrowest first
+    at_1, at_3 = {b for _, b in chosen[12:16]}, {b for _, b in chosen[28:]}
     assert len(at_1) == len(at_3) == 1 and at_1.pop() > at_3.pop(), chosen
     assert [w for w, _ in result["widths"]] == [max(b + 1, BLOCK) for _, b in result["chosen"]]
     assert result["equal_to_greedy"], result

@@ -11,7 +11,7 @@ xgrammar, pytorch sampling, triton attention):
   ddtree  --speculative-algorithm DDTREE at --budget;
   biased  DDTREE with DDTREE_TEST_POSTERIOR_BIAS=0.03 (a node with a child emits its first child 3 %
           of the time), which the chi-square must catch.
-Greedy: the JSON schemas, regexes and EBNF grammar of tests/round_harness/grammar_path.py (here over
+Greedy: the JSON schemas, regexes and EBNF grammar of fixtures/grammar_constraints.json (here over
 the target's own tokenizer), one request each, batched, 64 new tokens: DDTREE's output ids must equal
 plain's, and every finished output must parse / match. Sampled (T=1) under REGEX_SAMPLED: --draws
 requests per engine, and at each of the first --positions output positions a 2 x B chi-square
@@ -25,29 +25,17 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from scripts.gpu.sampling_check import ALPHA, homogeneity
+from scripts.gpu.sampling_check import ALPHA, homogeneity, run_engine
 
-SCHEMAS = [
-    {"type": "object", "properties": {"name": {"type": "string", "minLength": 2, "maxLength": 5},
-                                      "age": {"type": "integer", "minimum": 0, "maximum": 999}},
-     "required": ["name", "age"], "additionalProperties": False},
-    {"type": "object", "properties": {"ok": {"type": "boolean"},
-                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 3},
-                                               "minItems": 1, "maxItems": 3}},
-     "required": ["ok", "tags"], "additionalProperties": False},
-    {"type": "object", "properties": {"kind": {"enum": ["cat", "dog", "bird"]},
-                                      "n": {"type": "integer", "minimum": 0, "maximum": 99}},
-     "required": ["kind", "n"], "additionalProperties": False},
-]
-REGEXES = [r"[a-z]{3,6}@[a-z]{2,4}\.(com|org)", r"\d{3}-\d{2,4}", r"(ab|cd){1,4}x"]
-EBNF = 'root ::= expr\nexpr ::= term (("+" | "*") term)*\nterm ::= [0-9] | "(" expr ")"'
+_CONSTRAINTS = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "grammar_constraints.json").read_text())
+SCHEMAS, REGEXES, EBNF = _CONSTRAINTS["json_schemas"], _CONSTRAINTS["regexes"], _CONSTRAINTS["ebnf"]
 REGEX_SAMPLED = r"[a-z0-9]{8}"  # many allowed tokens per position: a distribution worth comparing
 PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
+ENGINE = {"module": "scripts.gpu.grammar_check", "port_base": 23000}  # its engines run this module
 GREEDY_TOKENS = 64
 
 
@@ -106,18 +94,6 @@ def engine_main(cfg_path: str, out_path: str) -> None:
     eng.shutdown()
 
 
-def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None) -> dict:
-    cfg = dict(cfg, name=name, port=23000 + 10 * cfg["seed"])
-    cfg_path, res_path = out_dir / f"{name}.cfg.json", out_dir / f"{name}.json"
-    cfg_path.write_text(json.dumps(cfg))
-    with open(out_dir / f"{name}.log", "w") as log:
-        rc = subprocess.run([sys.executable, "-m", __spec__.name, "--engine", str(cfg_path), str(res_path)],
-                            env=dict(os.environ, **(env or {})), stdout=log, stderr=subprocess.STDOUT).returncode
-    if rc != 0 or not res_path.exists():
-        raise SystemExit(f"engine {name} failed (rc={rc}):\n{(out_dir / f'{name}.log').read_text()[-3000:]}")
-    return json.loads(res_path.read_text())
-
-
 def judge(plain: dict, ddtree: dict, biased: dict, positions: int) -> bool:
     ok = True
     for name, params in requests():
@@ -159,10 +135,10 @@ def main() -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
                 cuda_graph=args.cuda_graph)
-    plain = run_engine("plain", dict(base, algo="NONE", seed=1), args.out_dir)
-    ddtree = run_engine("ddtree", dict(base, algo="DDTREE", seed=2), args.out_dir)
+    plain = run_engine("plain", dict(base, algo="NONE", seed=1), args.out_dir, **ENGINE)
+    ddtree = run_engine("ddtree", dict(base, algo="DDTREE", seed=2), args.out_dir, **ENGINE)
     biased = run_engine("biased", dict(base, algo="DDTREE", seed=3), args.out_dir,
-                        env={"DDTREE_TEST_POSTERIOR_BIAS": "0.03"})
+                        env={"DDTREE_TEST_POSTERIOR_BIAS": "0.03"}, **ENGINE)
     ok = judge(plain, ddtree, biased, args.positions)
     print("PASS" if ok else "FAIL", flush=True)
     return 0 if ok else 1

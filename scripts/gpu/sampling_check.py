@@ -134,13 +134,15 @@ def engine_main(cfg_path: str, out_path: str) -> None:
     eng.shutdown()
 
 
-def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None) -> dict:
-    """One engine in its own process (each gets the ports of its seed, so engines can run side by side)."""
-    cfg = dict(cfg, name=name, port=21000 + 10 * cfg["seed"])
+def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None, *,
+               module: str = "scripts.gpu.sampling_check", port_base: int = 21000) -> dict:
+    """One engine in its own process, `python -m module --engine CFG OUT` (the grammar check's engines
+    too); each gets the ports of its seed above `port_base`, so engines can run side by side."""
+    cfg = dict(cfg, name=name, port=port_base + 10 * cfg["seed"])
     cfg_path, res_path = out_dir / f"{name}.cfg.json", out_dir / f"{name}.json"
     cfg_path.write_text(json.dumps(cfg))
     with open(out_dir / f"{name}.log", "w") as log:
-        rc = subprocess.run([sys.executable, "-m", __spec__.name, "--engine", str(cfg_path), str(res_path)],
+        rc = subprocess.run([sys.executable, "-m", module, "--engine", str(cfg_path), str(res_path)],
                             env=dict(os.environ, **(env or {})), stdout=log, stderr=subprocess.STDOUT).returncode
     if rc != 0 or not res_path.exists():
         tail = (out_dir / f"{name}.log").read_text()[-3000:]

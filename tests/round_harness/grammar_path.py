@@ -21,6 +21,7 @@ import functools
 import json
 import traceback
 import types
+from pathlib import Path
 
 import scheduler_path  # beside this file; installs the stand-ins (a real xgrammar on the path wins)
 
@@ -49,20 +50,8 @@ VOCAB = VOCAB + [""] * (V - 1 - len(VOCAB)) + ["</s>"]  # "" tokens: never allow
 BUDGET, TOPK, MAX_ROUNDS, MAX_TOKENS = 16, 4, 48, 160
 PREFIX = (10, 20, 30)
 
-SCHEMAS = [
-    {"type": "object", "properties": {"name": {"type": "string", "minLength": 2, "maxLength": 5},
-                                      "age": {"type": "integer", "minimum": 0, "maximum": 999}},
-     "required": ["name", "age"], "additionalProperties": False},
-    {"type": "object", "properties": {"ok": {"type": "boolean"},
-                                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 3},
-                                               "minItems": 1, "maxItems": 3}},
-     "required": ["ok", "tags"], "additionalProperties": False},
-    {"type": "object", "properties": {"kind": {"enum": ["cat", "dog", "bird"]}, "n": {"type": "integer",
-                                                                                      "minimum": 0, "maximum": 99}},
-     "required": ["kind", "n"], "additionalProperties": False},
-]
-REGEXES = [r"[a-z]{3,6}@[a-z]{2,4}\.(com|org)", r"\d{3}-\d{2,4}", r"(ab|cd){1,4}x"]
-EBNF = 'root ::= expr\nexpr ::= term (("+" | "*") term)*\nterm ::= [0-9] | "(" expr ")"'
+_CONSTRAINTS = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "grammar_constraints.json").read_text())
+SCHEMAS, REGEXES, EBNF = _CONSTRAINTS["json_schemas"], _CONSTRAINTS["regexes"], _CONSTRAINTS["ebnf"]
 # Batches of three requests (drive_round's worker holds three): (key type, key string) or None (no grammar).
 BATCHES = {
     "json": [("json", json.dumps(s)) for s in SCHEMAS],

@@ -17,6 +17,8 @@ plain's, and every finished output must parse / match. Sampled (T=1) under REGEX
 requests per engine, and at each of the first --positions output positions a 2 x B chi-square
 (scripts.gpu.sampling_check.homogeneity) between plain and ddtree must pass (p > ALPHA / positions)
 while plain vs biased must fail at some position. Exit 0 only when everything passes.
+--cost-budgets B...: then, a benchmark beside the verdict, the masks' cost per round at each budget
+(CUDA graphs on): a batch of COST_BATCH requests under COST_REGEX against the same batch unconstrained.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,6 +37,7 @@ from scripts.gpu.sampling_check import ALPHA, homogeneity, run_engine
 _CONSTRAINTS = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "grammar_constraints.json").read_text())
 SCHEMAS, REGEXES, EBNF = _CONSTRAINTS["json_schemas"], _CONSTRAINTS["regexes"], _CONSTRAINTS["ebnf"]
 REGEX_SAMPLED = r"[a-z0-9]{8}"  # many allowed tokens per position: a distribution worth comparing
+COST_REGEX, COST_TOKENS, COST_BATCH = r"[a-z0-9 ,.]{64}", 64, 16  # the mask timing: many tokens allowed, fixed length
 PROMPT = [5, 17, 33, 99, 120, 7, 7, 7]
 ENGINE = {"module": "scripts.gpu.grammar_check", "port_base": 23000}  # its engines run this module
 GREEDY_TOKENS = 64
@@ -74,6 +78,10 @@ def engine_main(cfg_path: str, out_path: str) -> None:
         kw.update(speculative_algorithm=cfg["algo"], speculative_draft_model_path=cfg["draft"],
                   speculative_ddtree_budget=cfg["budget"])
     eng = Engine(**kw)
+    if cfg.get("cost"):
+        Path(out_path).write_text(json.dumps({"cost": time_masks(eng, cfg["repeats"])}))
+        eng.shutdown()
+        return
     out: dict = {"greedy": {}}
     names, grammars = zip(*requests())
     res = eng.generate(input_ids=[PROMPT] * len(names),
@@ -92,6 +100,30 @@ def engine_main(cfg_path: str, out_path: str) -> None:
           f"tokens/round {out['tokens_per_round']}", flush=True)
     Path(out_path).write_text(json.dumps(out))
     eng.shutdown()
+
+
+def time_masks(eng, repeats: int) -> dict:
+    """Milliseconds per round of a batch under COST_REGEX against the same batch unconstrained (same
+    length, greedy), alternating which goes first; medians and (min, max) over `repeats` after a warm-up."""
+    prompts = [PROMPT[:-1] + [7 + i] for i in range(COST_BATCH)]
+    settings = {"grammar": {"regex": COST_REGEX, "temperature": 0.0, "max_new_tokens": COST_TOKENS},
+                "none": {"temperature": 0.0, "max_new_tokens": COST_TOKENS, "ignore_eos": True}}
+    runs: dict = {name: [] for name in settings}
+    for r in range(repeats + 1):
+        for name in sorted(settings, reverse=bool(r % 2)):
+            t0 = time.perf_counter()
+            res = eng.generate(input_ids=prompts, sampling_params=settings[name])
+            seconds = time.perf_counter() - t0
+            rounds = [r_["meta_info"].get("spec_verify_ct", 0) for r_ in res]
+            if r and max(rounds):
+                runs[name].append({"ms_per_round": 1000 * seconds / max(rounds),
+                                   "tokens_per_round": sum(len(r_["output_ids"]) for r_ in res) / sum(rounds)})
+    out = {}
+    for name, rows in runs.items():
+        ms = [row["ms_per_round"] for row in rows]
+        out[name] = {"ms_per_round": statistics.median(ms) if ms else None, "spread": [min(ms), max(ms)] if ms else None,
+                     "tokens_per_round": statistics.median(row["tokens_per_round"] for row in rows) if rows else None}
+    return out
 
 
 def judge(plain: dict, ddtree: dict, biased: dict, positions: int) -> bool:
@@ -131,6 +163,10 @@ def main() -> int:
     ap.add_argument("--draws", type=int, default=4000)
     ap.add_argument("--positions", type=int, default=4, help="sampled positions compared")
     ap.add_argument("--cuda-graph", action="store_true", help="capture CUDA graphs (default: eager)")
+    ap.add_argument("--cost-budgets", type=int, nargs="*", default=[],
+                    help="also time the masks (a benchmark, no verdict): one DDTREE engine per budget, CUDA "
+                         "graphs on, ms per round of a batch under a regex vs unconstrained (cost.json)")
+    ap.add_argument("--cost-repeats", type=int, default=5)
     args = ap.parse_args()
     args.out_dir.mkdir(parents=True, exist_ok=True)
     base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
@@ -141,6 +177,16 @@ def main() -> int:
                         env={"DDTREE_TEST_POSTERIOR_BIAS": "0.03"}, **ENGINE)
     ok = judge(plain, ddtree, biased, args.positions)
     print("PASS" if ok else "FAIL", flush=True)
+    cost = {}
+    for i, budget in enumerate(args.cost_budgets):
+        cfg = dict(base, algo="DDTREE", seed=4 + i, budget=budget, cuda_graph=True, cost=True, repeats=args.cost_repeats)
+        cost[budget] = run_engine(f"cost_b{budget}", cfg, args.out_dir, **ENGINE)["cost"]
+        g, n = cost[budget]["grammar"], cost[budget]["none"]
+        print(f"[cost] budget {budget}, batch {COST_BATCH}: {g['ms_per_round']:.2f} ms/round under a regex "
+              f"({g['spread'][0]:.2f}-{g['spread'][1]:.2f}), {n['ms_per_round']:.2f} unconstrained "
+              f"({n['spread'][0]:.2f}-{n['spread'][1]:.2f}): x{g['ms_per_round'] / n['ms_per_round']:.2f}", flush=True)
+    if cost:
+        (args.out_dir / "cost.json").write_text(json.dumps(cost, indent=1))
     return 0 if ok else 1
 
 

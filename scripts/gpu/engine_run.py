@@ -11,6 +11,7 @@ with "turns" ({"dir", "index", "count"}: gpu_turns.Turns) the timed engines take
 
 from __future__ import annotations
 
+import inspect
 import json
 import multiprocessing
 import os
@@ -48,7 +49,7 @@ def decode_cuda_graph_kwargs() -> dict:
     """CUDA graphs for decode / verify only, batch sizes up to 8, in this release's field names."""
     from sglang.srt.server_args import ServerArgs
 
-    fields = getattr(ServerArgs, "__dataclass_fields__", {})
+    fields = inspect.signature(ServerArgs).parameters  # a dataclass up to 0.5.22, assembled records after
     if "cuda_graph_max_bs_decode" in fields:  # 0.5.14+: separate prefill / decode graph settings
         return dict(disable_prefill_cuda_graph=True, cuda_graph_max_bs_decode=8)
     return dict(disable_piecewise_cuda_graph=True, cuda_graph_max_bs=8)  # 0.5.11-0.5.13

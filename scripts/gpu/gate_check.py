@@ -22,6 +22,15 @@ CASES = [
 ]
 
 
+def resolved(args) -> dict:
+    """The server args' values after SGLang's own resolution: 0.5.23+ resolves on `resolve_once()` and
+    serves the values through `resolved_dict()`; earlier releases resolve in the constructor."""
+    if hasattr(args, "resolve_once"):
+        args.resolve_once()
+        return args.resolved_dict()
+    return vars(args)
+
+
 def main() -> None:
     from sglang.srt.server_args import ServerArgs
 
@@ -32,7 +41,7 @@ def main() -> None:
     for name, extra, expect in CASES:
         try:
             got = ServerArgs(**dict(base, **extra))
-            widths = tuple(getattr(got, f) for f in WIDTHS)
+            widths = tuple(resolved(got)[f] for f in WIDTHS)
             ok = widths == expect
             detail = f"widths {widths}"
             args = args or got

@@ -35,6 +35,26 @@ MASK_TORCH = ("tests/test_kernels_tree_mask.py::test_torch_mask_equals_visibilit
               "tests/test_kernels_tree_mask.py::test_tree_only_mask_writes_no_prefix[3-4-7-cpu]",
               "tests/test_kernels_tree_mask.py::test_positions")
 
+# kernels/path_penalties.py's two write phases, for the mutant that swaps them
+PATH_VALUES = (
+    '        path_c, path_stop, path_bias = _request_values(req_counts, req_stop, req_bias, path_tok, on_path, HAS_STOP,\n'
+    '                                                       HAS_BIAS)\n'
+    '        path_new = _adjusted_at(x_row, path_tok, on_path, path_c, path_stop, path_bias, path, on_path, freq, pres, rep,\n'
+    '                                short, HAS_FREQ, HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
+)
+LISTED_LOOP = (
+    "        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
+    '            e = start + tl.arange(0, CHUNK)\n'
+    '            live = e < cnt\n'
+    '            tok = tl.load(ids_ptr + list_row * CAP + e, mask=live, other=0)\n'
+    '            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)\n'
+    '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
+    '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
+    '            tl.store(x_row + tok, new, mask=live)\n'
+)
+BARRIER = '        tl.debug_barrier()\n'
+PATH_STORE = '        tl.store(x_row + path_tok, path_new, mask=on_path)\n'
+
 RULES = (
     Mutant("equality no longer widens `is`", "ddtree_patch/rules/equality.py",
            "_POSITIVE = (cst.Equal, cst.Is)", "_POSITIVE = (cst.Equal,)", RULE_TESTS),
@@ -376,35 +396,8 @@ TRITON = (
            "        tl.debug_barrier()\n        tl.store(x_row + path_tok, path_new, mask=on_path)\n",
            "        tl.debug_barrier()\n", ("tests/test_kernels_path_penalties.py",)),
     Mutant("penalties: path tokens read after the listed ones were written", "kernels/path_penalties.py",
-           ('        path_c, path_stop, path_bias = _request_values(req_counts, req_stop, req_bias, path_tok, on_path, HAS_STOP,\n'
-            '                                                       HAS_BIAS)\n'
-            '        path_new = _adjusted_at(x_row, path_tok, on_path, path_c, path_stop, path_bias, path, on_path, freq, pres, rep,\n'
-            '                                short, HAS_FREQ, HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
-            '        tl.debug_barrier()\n'
-            "        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
-            '            e = start + tl.arange(0, CHUNK)\n'
-            '            live = e < cnt\n'
-            '            tok = tl.load(ids_ptr + list_row * CAP + e, mask=live, other=0)\n'
-            '            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)\n'
-            '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
-            '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
-            '            tl.store(x_row + tok, new, mask=live)\n'
-            '        tl.debug_barrier()\n'
-            '        tl.store(x_row + path_tok, path_new, mask=on_path)\n'),
-           ("        for start in range(0, cnt, CHUNK):  # listed tokens are distinct: no chunk reads another's writes\n"
-            '            e = start + tl.arange(0, CHUNK)\n'
-            '            live = e < cnt\n'
-            '            tok = tl.load(ids_ptr + list_row * CAP + e, mask=live, other=0)\n'
-            '            c, stop, bias = _request_values(req_counts, req_stop, req_bias, tok, live, HAS_STOP, HAS_BIAS)\n'
-            '            new = _adjusted_at(x_row, tok, live, c, stop, bias, path, on_path, freq, pres, rep, short, HAS_FREQ,\n'
-            '                               HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
-            '            tl.store(x_row + tok, new, mask=live)\n'
-            '        tl.debug_barrier()\n'
-            '        path_c, path_stop, path_bias = _request_values(req_counts, req_stop, req_bias, path_tok, on_path, HAS_STOP,\n'
-            '                                                       HAS_BIAS)\n'
-            '        path_new = _adjusted_at(x_row, path_tok, on_path, path_c, path_stop, path_bias, path, on_path, freq, pres, rep,\n'
-            '                                short, HAS_FREQ, HAS_PRES, HAS_REP, HAS_STOP, HAS_BIAS)\n'
-            '        tl.store(x_row + path_tok, path_new, mask=on_path)\n'),
+           PATH_VALUES + BARRIER + LISTED_LOOP + BARRIER + PATH_STORE,
+           LISTED_LOOP + BARRIER + PATH_VALUES + PATH_STORE,
            ("tests/test_kernels_path_penalties.py",)),
     Mutant("penalties: the list's last slot dropped", "kernels/path_penalties.py",
            "mask=(flag != 0) & (pos < CAP))", "mask=(flag != 0) & (pos < CAP - 1))", ("tests/test_kernels_path_penalties.py",)),

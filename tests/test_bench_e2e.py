@@ -554,6 +554,7 @@ def _cli(engine: dict) -> list[str]:
     return argv
 
 
+@pytest.mark.heavy
 def test_every_engine_config_resolves_on_patched_sglang(release_site, tmp_path: Path) -> None:
     """All nine engine configurations pass SGLang 0.5.15's own ServerArgs resolution once patched,
     with the verify widths the report claims (DDTREE budget b verifies b+1; 8B: both verify 16)."""

@@ -71,6 +71,7 @@ def test_scan_section_compares_each_form_on_the_real_groups():
     assert {r["form"] for r in records} == set(bench_kernels.SCAN_VARIANTS)
 
 
+@pytest.mark.heavy
 def test_gemm_section_times_each_tile_set_and_checks_the_epilogue_topk(monkeypatch):
     """Every form per batch, the visible top-K relative to cuBLAS's GEMM; a tile set whose epilogue picks
     other tokens than the top-K of its own logits fails the section."""

@@ -50,6 +50,7 @@ def site(release_site) -> Path:
     return release_site(VERSION)
 
 
+@pytest.mark.heavy
 @needs_venv
 def test_smoke_mode_passes_on_sglangs_own_kernel(site: Path) -> None:
     done = _run(site, "--device", "cpu")
@@ -66,6 +67,7 @@ def test_smoke_mode_passes_on_sglangs_own_kernel(site: Path) -> None:
     assert len(rows) == 2 * 2 * len(variants) and set(rows.values()) == {"OK"}
 
 
+@pytest.mark.heavy
 @needs_venv
 def test_a_wrong_mask_is_caught(site: Path) -> None:
     """The last node's ancestors hidden in the masks the kernel reads: every masked variant is

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.heavy  # compiles every kernel for sm_90 in a subprocess: about a minute
+
 REPO = Path(__file__).resolve().parents[1]
 # one fast interpreted test per launcher (the first of each parametrisation set suffices for types)
 RECORDED_TESTS = (

@@ -31,6 +31,7 @@ def _check(hidden: torch.Tensor, weight: torch.Tensor, k: int, **tiles) -> None:
     torch.testing.assert_close(parts.lse, ref.lse, atol=4e-6, rtol=0)
 
 
+@pytest.mark.heavy
 @interpreted
 @pytest.mark.parametrize("tma", [False, True])
 @pytest.mark.parametrize("rows, vocab, hidden, k", [(6, 1000, 64, 8), (17, 2100, 96, 16), (1, 513, 40, 4)])

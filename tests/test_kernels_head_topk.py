@@ -41,6 +41,7 @@ def test_chunks_checked() -> None:
         head_topk_parts(x, w[:, :4], 8, 2)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bs,depth,vocab,k,chunks", [(2, 2, 3 * TILE + 17, 24, 3), (1, 3, 2 * TILE, 64, 2),
                                                      (1, 1, 1000, 5, 4)])

@@ -192,12 +192,14 @@ def _p_values(device: str, bias: float) -> list[float]:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 def test_sample_then_walk_is_lossless(device: str) -> None:
     p_values = _p_values(device, bias=0.0)
     assert min(p_values) > 1e-3, p_values
 
 
+@pytest.mark.heavy
 def test_biased_walk_is_caught() -> None:
     """Taking the draft's first child for 3% of posteriors must fail. The first group samples
     without filters (every sequence possible), so its rejection is the chi-square's alone."""

@@ -76,12 +76,14 @@ def test_split_equals_torch(device: str, vocab: int, block: int, scale: float) -
     _same_as_reference(device, _mixed_case(8, 9 if vocab <= 2049 else 3, vocab, scale, seed=vocab), block)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 def test_split_rounds_equal_sequential_rounds(device: str) -> None:
     """Every row finished alone (0 split rounds), after 1 split round, or after the default 3: same draws."""
     _same_as_reference(device, _mixed_case(8, 6, 1000, 0.5, seed=5), 128, par_rounds=(0, 1, 3))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("listed_from,check_programs", [(1, None), (1, 1), (2, 2), (3, None)])
 def test_listed_rounds_equal_torch(device: str, listed_from: int, check_programs: int | None) -> None:
@@ -99,6 +101,7 @@ def test_bad_launch_knobs_refused(device: str, knob: str) -> None:
         posterior_tokens_split(*(t.to(device) for t in case[:5]), block=128, **{knob: 0})
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("unit,blocks_per_program", [(16, 1), (64, 3), (128, 8)])
 def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_program: int) -> None:
@@ -110,6 +113,7 @@ def test_units_and_programs_equal_torch(device: str, unit: int, blocks_per_progr
                        blocks_per_program=blocks_per_program, stats_bpp=blocks_per_program)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("unit", [32, 64])
 def test_spans_of_fine_units_equal_torch(device: str, unit: int) -> None:
@@ -126,6 +130,7 @@ def test_spans_of_fine_units_equal_torch(device: str, unit: int) -> None:
     assert torch.equal(per_node.cpu(), ref)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("top_k_cuts,top_p_cuts,unit", [(CUTS, 1, UNIT), (CUTS, 3, UNIT), (1, 3, 16), (3, CUTS, 16),
                                                         (CUTS, CUTS, UNIT)])
@@ -148,6 +153,7 @@ def test_cut_counts_equal_torch(device: str, top_k_cuts: int, top_p_cuts: int, u
             posterior_tokens_triton(*(t.to(device) for t in case[:5]), block=128, **{knob: 0})
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 def test_index_ties_equal_torch(device: str) -> None:
     """Ties ordered by index (SGLang's pytorch sampler): bf16 rows with ties at their top-k / top-p
@@ -166,6 +172,7 @@ def test_index_ties_equal_torch(device: str) -> None:
                                                        positions=positions))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 def test_pooled_rows_equal_torch(device: str) -> None:
     """Rows whose top-k (20-40) exceeds their floor units (12 here: blocks of 512, units of 256) draw from
@@ -196,6 +203,7 @@ def test_pooled_rows_equal_torch(device: str) -> None:
         assert ref[3, 2] == unpooled[3, 2] and torch.equal(ref[0], unpooled[0])
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 def test_pooled_row_with_a_peaked_last_block(device: str) -> None:
     """A row whose full blocks are flat but whose partial last block is peaked (one high logit there)
@@ -238,6 +246,7 @@ def test_pool_floor_holds_the_top_k() -> None:
     assert eligible.tolist() == [False, True, True, False]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 def test_ties_and_block_boundaries(device: str) -> None:
     """Exact ties at the cut, wherever they sit (the last token of a block, the first of the next,
@@ -331,6 +340,7 @@ def test_split_graph_replay_matches_eager() -> None:
 SPLIT_CHI_SQUARE = {"min_p_0.2": 2000}
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not INTERPRETED, reason="the CPU run interprets Triton; on CUDA the equality tests cover it")
 @pytest.mark.parametrize("name", list(SPLIT_CHI_SQUARE))
 def test_interpreted_split_matches_sglang(name: str) -> None:

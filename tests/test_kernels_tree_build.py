@@ -106,6 +106,7 @@ def test_triton_equals_torch(device: str, bs: int, depth: int, vocab: int, budge
         assert torch.equal(getattr(got, name).cpu(), getattr(ref, name)), name
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_warps", [1, 2, 4, 8])
 @pytest.mark.parametrize("budget", [64, 300])
@@ -127,6 +128,7 @@ def test_triton_ties_equal_torch(device: str) -> None:
         assert torch.equal(getattr(got, name).cpu(), getattr(ref, name)), name
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_vocab_topk_triton_equals_torch(device: str, dtype: torch.dtype) -> None:
@@ -166,6 +168,7 @@ def test_build_tree_api() -> None:
         build_tree(logits, 200, topk=1)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("num_warps", [1, 2])
 def test_triton_launch_warps_keep_results(device: str, num_warps: int) -> None:

@@ -41,6 +41,7 @@ def test_reference_order_and_values() -> None:
     torch.testing.assert_close(lp.double(), exact.gather(-1, tok), rtol=0, atol=1e-6)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("bs,depth,vocab,k,splits,dtype", [
     (2, 3, 1000, 37, None, torch.float32),  # V below one super-group tile, K not a power of two
@@ -55,6 +56,7 @@ def test_stream_equals_reference(device: str, dtype: torch.dtype, bs: int, depth
     _assert_same(draft_topk_stream(logits.to(device), k, splits=splits), draft_topk_torch(logits, k))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 def test_stream_ties_masked_and_signed_zeros(device: str) -> None:
     """Coarse logits: hundreds of equal values straddle rank K (token order decides); -inf masked
@@ -125,6 +127,7 @@ def test_scan_prefetch_same_parts(device: str) -> None:
         assert torch.equal(a, b)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("select_cap", [0, 64, 256])
 def test_stream_capped_select_equals_reference(device: str, select_cap: int) -> None:

@@ -219,11 +219,13 @@ def _check(name: str, tokens: np.ndarray, index_ties: bool = True) -> None:
     assert _chi_square_p(_biased(tokens, probs, seed=5), probs) < ALPHA
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", [n for n in SETTINGS if n not in POOL_ONLY])
 def test_torch_path_matches_sglang(name: str) -> None:
     _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True)))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ["top_p_0.9_flat", "joint_k_p_min_p", "all_penalties_top_p"])
 @pytest.mark.parametrize("top_p_cuts", [3, CUTS])
 def test_more_top_p_cuts_match_sglang(name: str, top_p_cuts: int) -> None:
@@ -232,6 +234,7 @@ def test_more_top_p_cuts_match_sglang(name: str, top_p_cuts: int) -> None:
     _check(name, _draw(name, 20_000, functools.partial(posterior_tokens_torch, index_ties=True, top_p_cuts=top_p_cuts)))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name,unit,top_k_cuts", [
     ("top_k_2000_flat", 2, 1),  # 4096 units of 2 tokens: the floor serves k = 2000, one cut per check
     ("top_k_2000_flat", 4, 2),  # 2048 units: a looser floor
@@ -244,6 +247,7 @@ def test_other_top_k_cuts_match_sglang(name: str, unit: int, top_k_cuts: int) ->
                                                        top_k_cuts=top_k_cuts)))
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("index_ties", [True, False])
 def test_tie_orders(index_ties: bool) -> None:
     """bf16 logits tie at the top-k cut: each tie order samples its own distribution (the torch
@@ -260,6 +264,7 @@ def test_tie_orders(index_ties: bool) -> None:
 POOL_SETTINGS = {"top_k_100_flat": True, "top_k_100_top_p_0.005_flat": True, "joint_k_100_p_min_p": False}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", list(POOL_SETTINGS))
 def test_pooled_rows_match_sglang(name: str) -> None:
     """Rows drawn from their candidate pool (checked pooled here) sample SGLang's distribution, in
@@ -283,6 +288,7 @@ TRITON_SETTINGS = {"temperature_1": 2000, "top_p_0.9_flat": 1000, "top_k_2000_fl
                    "repetition_1.3": 2000, "all_penalties_top_p": 2000}
 
 
+@pytest.mark.heavy
 @pytest.mark.skipif(not INTERPRETED, reason="the CPU run interprets Triton; on CUDA the equality tests cover it")
 @pytest.mark.parametrize("name", list(TRITON_SETTINGS))
 def test_interpreted_triton_matches_sglang(name: str) -> None:

@@ -226,6 +226,7 @@ def test_torchvision_stand_in_satisfies_module_level_imports() -> None:
     assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.heavy
 def test_sglang_triton_verify_attention_reads_the_ddtree_mask(release: Release) -> None:
     """The mask the DDTree worker hands SGLang is the one its Triton target-verify kernel reads:
     SGLang's own extend-attention kernel (interpreted on CPU) on a tree that leaves the

@@ -45,6 +45,7 @@ def trained(venv, tmp_path_factory) -> tuple[Path, dict]:
     return out, _train(venv[0], out, 0)
 
 
+@pytest.mark.heavy
 def test_pair_layout_and_manifest(trained) -> None:
     out, manifest = trained
     draft_cfg = json.loads((out / "draft" / "config.json").read_text())
@@ -59,6 +60,7 @@ def test_pair_layout_and_manifest(trained) -> None:
     assert set(manifest["sha256"]) == {"draft/model.safetensors", "target/model.safetensors"}
 
 
+@pytest.mark.heavy
 def test_same_seed_same_bytes_other_seed_other_bytes(venv, trained, tmp_path) -> None:
     _, first = trained
     assert _train(venv[0], tmp_path / "again", 0)["sha256"] == first["sha256"]
@@ -66,6 +68,7 @@ def test_same_seed_same_bytes_other_seed_other_bytes(venv, trained, tmp_path) ->
     assert all(other[k] != first["sha256"][k] for k in other)
 
 
+@pytest.mark.heavy
 def test_sglang_loads_the_pair_and_its_draft_matches_the_training_module(venv, trained) -> None:
     python, site = venv
     out, _ = trained
@@ -94,6 +97,7 @@ def widened(venv, trained, tmp_path_factory) -> tuple[Path, dict]:
     return out, json.loads((out / "manifest.json").read_text())
 
 
+@pytest.mark.heavy
 def test_the_widened_pair_computes_what_the_pair_does(trained, widened) -> None:
     """Wider hidden, MLP, heads, vocab and more layers: the target's and the drafter's logits over the
     trained vocab stay the pair's (float32, within rounding), and no new token reaches a top 64."""
@@ -116,6 +120,7 @@ def test_the_widened_pair_computes_what_the_pair_does(trained, widened) -> None:
         "heads)" in bench_e2e.pair_notes(out)[0]
 
 
+@pytest.mark.heavy
 def test_sglang_loads_the_widened_pair(venv, widened) -> None:
     """SGLang 0.5.15's own Qwen3 and DFlashDraftModel load every widened weight, and its draft computes
     what the training module computes on the widened weights."""
@@ -134,6 +139,7 @@ def test_sglang_loads_the_widened_pair(venv, widened) -> None:
     assert report["max_abs_diff"] < 1e-4 * max(1.0, report["max_abs"])
 
 
+@pytest.mark.heavy
 def test_the_benchmark_report_describes_the_pair(trained) -> None:
     from scripts.bench import e2e as bench_e2e
 
@@ -161,6 +167,7 @@ def trained_strong(venv, tmp_path_factory) -> tuple[Path, dict]:
     return out, _train(venv[0], out, 0, "--set", "corpus=mixed", "--set", "draft_labels=greedy")
 
 
+@pytest.mark.heavy
 def test_mixed_corpus_and_greedy_rows_are_seeded_and_recorded(venv, trained_strong, tmp_path) -> None:
     out, first = trained_strong
     assert first["corpus"]["name"] == "mixed" and first["corpus"]["structured_docs"]["held_out"] > 0
@@ -174,6 +181,7 @@ def test_mixed_corpus_and_greedy_rows_are_seeded_and_recorded(venv, trained_stro
     assert stdlib_only["target/model.safetensors"] != first["sha256"]["target/model.safetensors"]
 
 
+@pytest.mark.heavy
 def test_greedy_rows_are_the_targets_own_greedy_continuations(venv, trained_strong) -> None:
     """The KV-cached rows the drafter trains on equal plain greedy decoding by full recomputation."""
     python, _ = venv

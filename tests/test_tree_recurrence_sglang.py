@@ -18,6 +18,8 @@ import pytest
 
 from tests.cpu_serverargs.venv_builder import venv_cache
 
+pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv, in a subprocess
+
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.5.15"
 VENV_PYTHON = venv_cache() / VERSION / "bin" / "python"

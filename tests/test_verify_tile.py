@@ -92,6 +92,7 @@ def probe(release_site) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.heavy
 def test_a_masked_call_launches_with_the_tile_and_attends_the_same(probe: dict) -> None:
     assert probe["tile"] == [16, 16, 2] and probe["default"] != [16, 16, 2]
     masked, causal, failed = probe["launches"]
@@ -100,14 +101,17 @@ def test_a_masked_call_launches_with_the_tile_and_attends_the_same(probe: dict) 
     assert probe["masked_diff"] < 1e-5
 
 
+@pytest.mark.heavy
 def test_an_unmasked_call_keeps_sglangs_tile(probe: dict) -> None:
     assert probe["launches"][1] == probe["default"] and probe["causal_same"]
 
 
+@pytest.mark.heavy
 def test_the_block_size_function_is_restored_after_a_failed_launch(probe: dict) -> None:
     assert probe["raised"] and probe["restored"]
 
 
+@pytest.mark.heavy
 def test_a_second_install_with_another_tile_is_refused(probe: dict) -> None:
     assert "already installed with tile (16, 16, 2), now asked for (32, 32, 4)" in probe["conflict"]
 

@@ -17,6 +17,8 @@ plain's, and every finished output must parse / match. Sampled (T=1) under REGEX
 requests per engine, and at each of the first --positions output positions a 2 x B chi-square
 (scripts.gpu.sampling_check.homogeneity) between plain and ddtree must pass (p > ALPHA / positions)
 while plain vs biased must fail at some position. Exit 0 only when everything passes.
+With --sampled-target the sampled engines (plain, ddtree, biased) run on that target, the greedy ones
+on --target: a sampled check on target_struct has no power (one token takes nearly all the mass).
 --cost-budgets B...: then, a benchmark beside the verdict, the masks' cost per round at each budget
 (CUDA graphs on): a batch of COST_BATCH requests under COST_REGEX against the same batch unconstrained.
 """
@@ -82,13 +84,19 @@ def engine_main(cfg_path: str, out_path: str) -> None:
         Path(out_path).write_text(json.dumps({"cost": time_masks(eng, cfg["repeats"])}))
         eng.shutdown()
         return
-    out: dict = {"greedy": {}}
-    names, grammars = zip(*requests())
-    res = eng.generate(input_ids=[PROMPT] * len(names),
-                       sampling_params=[dict(g, temperature=0.0, max_new_tokens=GREEDY_TOKENS) for g in grammars])
-    for name, r in zip(names, res):
-        out["greedy"][name] = {"ids": r["output_ids"], "text": r.get("text", ""),
-                               "finish": (r["meta_info"].get("finish_reason") or {}).get("type")}
+    out: dict = {}
+    if cfg.get("greedy", True):
+        out["greedy"] = {}
+        names, grammars = zip(*requests())
+        res = eng.generate(input_ids=[PROMPT] * len(names),
+                           sampling_params=[dict(g, temperature=0.0, max_new_tokens=GREEDY_TOKENS) for g in grammars])
+        for name, r in zip(names, res):
+            out["greedy"][name] = {"ids": r["output_ids"], "text": r.get("text", ""),
+                                   "finish": (r["meta_info"].get("finish_reason") or {}).get("type")}
+    if not cfg.get("sampled", True):
+        Path(out_path).write_text(json.dumps(out))
+        eng.shutdown()
+        return
     t0 = time.time()
     res = eng.generate(input_ids=[PROMPT] * cfg["draws"],
                        sampling_params={"regex": REGEX_SAMPLED, "temperature": 1.0, "max_new_tokens": 32})
@@ -159,6 +167,9 @@ def main() -> int:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--target", required=True)
     ap.add_argument("--draft", required=True)
+    ap.add_argument("--sampled-target", default=None,
+                    help="the sampled check's target (default --target): one whose next-token distribution is "
+                         "spread (target_rand), or the chi-square has no power (target_struct's margins are 10+)")
     ap.add_argument("--budget", type=int, default=16)
     ap.add_argument("--draws", type=int, default=4000)
     ap.add_argument("--positions", type=int, default=4, help="sampled positions compared")
@@ -171,9 +182,16 @@ def main() -> int:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     base = dict(target=args.target, draft=args.draft, budget=args.budget, draws=args.draws,
                 cuda_graph=args.cuda_graph)
-    plain = run_engine("plain", dict(base, algo="NONE", seed=1), args.out_dir, **ENGINE)
-    ddtree = run_engine("ddtree", dict(base, algo="DDTREE", seed=2), args.out_dir, **ENGINE)
-    biased = run_engine("biased", dict(base, algo="DDTREE", seed=3), args.out_dir,
+    sampled_target = args.sampled_target or args.target
+    split = sampled_target != args.target  # greedy engines on --target, sampled ones on --sampled-target
+    greedy_only = dict(sampled=False) if split else {}
+    plain = run_engine("plain", dict(base, algo="NONE", seed=1, **greedy_only), args.out_dir, **ENGINE)
+    ddtree = run_engine("ddtree", dict(base, algo="DDTREE", seed=2, **greedy_only), args.out_dir, **ENGINE)
+    sampled = dict(base, target=sampled_target, greedy=False) if split else base
+    if split:
+        plain.update(run_engine("plain_sampled", dict(sampled, algo="NONE", seed=6), args.out_dir, **ENGINE))
+        ddtree.update(run_engine("ddtree_sampled", dict(sampled, algo="DDTREE", seed=7), args.out_dir, **ENGINE))
+    biased = run_engine("biased", dict(sampled, algo="DDTREE", seed=3), args.out_dir,
                         env={"DDTREE_TEST_POSTERIOR_BIAS": "0.03"}, **ENGINE)
     ok = judge(plain, ddtree, biased, args.positions)
     print("PASS" if ok else "FAIL", flush=True)

@@ -61,7 +61,7 @@ def test_any_sequence_of_widths_gives_plain_decoding_s_output(report: dict, mode
 @pytest.mark.slow
 def test_the_chosen_width_changes_with_the_batch_size(report: dict) -> None:
     """The real chooser, with round costs from a table where a wide verify is free at batch 1 and
-    dear at batch 3: after timing each budget, batch 1 settles on a wider budget than batch 3, on the
+    dear at batch 3: after timing each budget, batch 1 chooses wider budgets than batch 3, on the
     same worker, each round verifying what was chosen, and the output stays greedy."""
     result = _ok(report["modes"]["auto_costs"])
     chosen = result["chosen"]  # (batch size, budget): 16 rounds at batch 1, then 16 at batch 3
@@ -69,7 +69,7 @@ def test_the_chosen_width_changes_with_the_batch_size(report: dict) -> None:
     warm_up = [b for _, b in chosen[:12]]
     assert warm_up == [7, 7, 7, 8, 8, 8, 16, 16, 16, 32, 32, 32]  # every budget timed thrice, narrowest first
     at_1, at_3 = {b for _, b in chosen[12:16]}, {b for _, b in chosen[28:]}
-    assert len(at_1) == len(at_3) == 1 and at_1.pop() > at_3.pop(), chosen
+    assert at_1 and at_3 and min(at_1) > max(at_3), str(chosen)  # every batch-1 choice wider than every batch-3 one
     assert [w for w, _ in result["widths"]] == [max(b + 1, BLOCK) for _, b in result["chosen"]]
     assert result["equal_to_greedy"], result
 

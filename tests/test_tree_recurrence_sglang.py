@@ -9,21 +9,16 @@ tests/test_kernels_tree_recurrence.py for the derivation rule on DDTree's links.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cpu_serverargs.venv_builder import venv_cache
+from tests.release_probe import run_probe
 
 pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv, in a subprocess
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.5.15"
-VENV_PYTHON = venv_cache() / VERSION / "bin" / "python"
-HELPERS = REPO / "tests" / "cpu_serverargs"
 
 PROBE = r"""
 import json
@@ -79,14 +74,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def probe(release_site) -> dict:
-    if not VENV_PYTHON.exists():
-        pytest.skip(f"no SGLang {VERSION} CPU venv at {VENV_PYTHON} (built by tests/cpu_serverargs/venv_builder.py)")
-    env = {**os.environ, "PYTHONPATH": f"{release_site(VERSION)}{os.pathsep}{HELPERS}{os.pathsep}{REPO}",
-           "PYTHONNOUSERSITE": "1", "TRITON_INTERPRET": "1"}
-    done = subprocess.run([str(VENV_PYTHON), "-c", PROBE], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_probe(VERSION, release_site, PROBE, repo_on_path=True)
 
 
 def test_the_verify_kernel_runs_each_node_from_its_parents_state(probe: dict) -> None:

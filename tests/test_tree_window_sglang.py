@@ -7,21 +7,16 @@ cached 0.5.15 CPU venv (real SGLang on PYTHONPATH)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cpu_serverargs.venv_builder import venv_cache
+from tests.release_probe import run_probe
 
 pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv, in a subprocess
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.5.15"
-VENV_PYTHON = venv_cache() / VERSION / "bin" / "python"
-HELPERS = REPO / "tests" / "cpu_serverargs"
 
 PROBE = r"""
 import inspect, json
@@ -110,14 +105,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def probe(release_site) -> dict:
-    if not VENV_PYTHON.exists():
-        pytest.skip(f"no SGLang {VERSION} CPU venv at {VENV_PYTHON} (built by tests/cpu_serverargs/venv_builder.py)")
-    env = {**os.environ, "PYTHONPATH": f"{release_site(VERSION)}{os.pathsep}{HELPERS}{os.pathsep}{REPO}",
-           "PYTHONNOUSERSITE": "1", "TRITON_INTERPRET": "1"}
-    done = subprocess.run([str(VENV_PYTHON), "-c", PROBE], capture_output=True, text=True, env=env, cwd=REPO,
-                          timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_probe(VERSION, release_site, PROBE, repo_on_path=True)
 
 
 def test_sglangs_window_hides_prefix_keys_from_branch_nodes(probe: dict) -> None:

@@ -6,19 +6,14 @@ PYTHONPATH); the spec parsing runs here."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.cpu_serverargs.venv_builder import venv_cache
+from tests.release_probe import run_probe
 
 REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.5.15"
-VENV_PYTHON = venv_cache() / VERSION / "bin" / "python"
-HELPERS = REPO / "tests" / "cpu_serverargs"
 
 PROBE = r"""
 import importlib.util, json, sys
@@ -83,13 +78,7 @@ print(json.dumps({"tile": tile, "default": default, "launches": launches, "confl
 
 @pytest.fixture(scope="module")
 def probe(release_site) -> dict:
-    if not VENV_PYTHON.exists():
-        pytest.skip(f"no SGLang {VERSION} CPU venv at {VENV_PYTHON} (built by tests/cpu_serverargs/venv_builder.py)")
-    env = {**os.environ, "PYTHONPATH": f"{release_site(VERSION)}{os.pathsep}{HELPERS}", "PYTHONNOUSERSITE": "1", "TRITON_INTERPRET": "1"}
-    done = subprocess.run([str(VENV_PYTHON), "-c", PROBE, str(REPO / "patches" / "verify_tile.py")],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_probe(VERSION, release_site, PROBE, str(REPO / "patches" / "verify_tile.py"))
 
 
 @pytest.mark.heavy

@@ -58,6 +58,7 @@ import shlex
 import shutil
 import statistics
 import subprocess
+import site
 import sys
 import tempfile
 import warnings
@@ -348,7 +349,7 @@ def _sglang_from_cached_wheel() -> Optional[str]:
     _UNPACKED.append(folder)
     with zipfile.ZipFile(wheels[-1]) as whl:
         whl.extractall(folder.name, [m for m in whl.namelist() if m.startswith("sglang/")])
-    sys.path.append(folder.name)  # no sglang is importable (load_sglang checked), so last is enough
+    site.addsitedir(folder.name)  # no sglang is importable (load_sglang checked), so a site folder at the end is enough
     return str(wheels[-1])
 
 

@@ -8,8 +8,6 @@ rejects at start. Both are checked here on a patched release before any device c
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cpu_serverargs.venv_builder import ensure_venv
+from tests.release_probe import run_probe
 from tests.sglang_releases import release_metadata
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,14 +47,11 @@ def test_gate_check_and_engine_graph_settings_read_the_release_s_server_args(ver
     applied = subprocess.run([sys.executable, "-m", "ddtree_patch", "apply", "--target", str(site)],
                              capture_output=True, text=True)
     assert applied.returncode == 0, applied.stdout + applied.stderr
-    python = ensure_venv(version, release_metadata(site, version))
-    path = os.pathsep.join(map(str, (site, REPO, REPO / "tests" / "cpu_serverargs")))
-    env = dict(os.environ, PYTHONPATH=path, PYTHONNOUSERSITE="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    ensure_venv(version, release_metadata(site, version))  # built here if missing: the probe needs it
     models = REPO / "fixtures" / "models"
-    done = subprocess.run([str(python), "-c", PROBE, str(models / "tiny-qwen3"), str(models / "tiny-dflash-draft")],
-                          capture_output=True, text=True, env=env, cwd=site, timeout=600)
-    assert done.returncode == 0, done.stderr[-4000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_probe(version, lambda _version: site, PROBE, str(models / "tiny-qwen3"),
+                       str(models / "tiny-dflash-draft"), repo_on_path=True,
+                       env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     assert len(report["gates"]) == 6 and all(": PASS " in line for line in report["gates"]), report["gates"]
     assert set(report["graph_kwargs"]) <= set(report["fields"]), report["graph_kwargs"]
     assert "cuda_graph_max_bs_decode" in report["graph_kwargs"]  # 0.5.14+ field names

@@ -26,11 +26,11 @@ from typing import Any, Callable, Collection, Iterator, NamedTuple, Optional, Se
 
 import torch
 
-from sglang.srt.speculative.ddtree.budget_ladder import (
+from .budget_ladder import (
     Ladder, WidthChooser, batch_bucket, build_ladder, is_auto, max_budget_setting,
 )
-from sglang.srt.speculative.ddtree.kernels import DraftTree
-from sglang.srt.speculative.ddtree.server_args import MAX_BUDGET
+from .kernels import DraftTree
+from .server_args import MAX_BUDGET
 
 logger = logging.getLogger(__name__)
 LOG_EVERY = 200  # rounds between two info lines of the budgets chosen

@@ -22,9 +22,9 @@ import os
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels.slot_reorder import reorder_path_slots
-from sglang.srt.speculative.ddtree.kv_move import SlotMover
-from sglang.srt.speculative.ddtree.tree_round import move_accepted_kv
+from .kernels.slot_reorder import reorder_path_slots
+from .kv_move import SlotMover
+from .tree_round import move_accepted_kv
 
 ENV = "DDTREE_KV_COMMIT"
 MODES = ("move", "reorder")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels.commit import move_slots_triton, move_word
+from .kernels.commit import move_slots_triton, move_word
 
 MAX_TILE = 2048  # the widest tile timed (a whole slot of 8 KV heads x 128 bf16)
 

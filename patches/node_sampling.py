@@ -28,11 +28,11 @@ import os
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels import posterior_tokens
-from sglang.srt.speculative.ddtree.kernels.posterior import request_seeds
-from sglang.srt.speculative.ddtree.kernels.sequential_top_p import sequential_top_p
-from sglang.srt.speculative.ddtree.kernels.path_penalties import Penalties, TouchedLists, apply_path_penalties
-from sglang.srt.speculative.ddtree.tree_grammar import apply_node_mask
+from .kernels import posterior_tokens
+from .kernels.posterior import request_seeds
+from .kernels.sequential_top_p import sequential_top_p
+from .kernels.path_penalties import Penalties, TouchedLists, apply_path_penalties
+from .tree_grammar import apply_node_mask
 
 # Test hook for scripts/gpu/sampling_check.py only: a node with a child emits its first child (the
 # draft's top guess) with this probability, a deliberately biased sampler the check must catch.

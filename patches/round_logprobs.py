@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from sglang.srt.speculative.ddtree.capabilities import capability
-from sglang.srt.speculative.ddtree.requests import implemented_here
+from .capabilities import capability
+from .requests import implemented_here
 
 
 def refuse_where_absent() -> None:

@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels.tp_topk import TPGroup, sharded_topk
-from sglang.srt.speculative.ddtree.kernels.tree_build import (
+from .kernels.tp_topk import TPGroup, sharded_topk
+from .kernels.tree_build import (
     DraftTree,
     build_tree,
     root_only_tree,

@@ -12,8 +12,8 @@ from typing import Any, Optional
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels import commit_slots, gather_accepted
-from sglang.srt.speculative.ddtree.kv_move import SlotMover
+from .kernels import commit_slots, gather_accepted
+from .kv_move import SlotMover
 
 
 def draft_server_args(server_args: Any, block: int) -> Any:

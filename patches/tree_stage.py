@@ -22,11 +22,11 @@ from typing import Any, Callable, NamedTuple, Optional
 
 import torch
 
-from sglang.srt.speculative.ddtree.kernels import DraftTree
-from sglang.srt.speculative.ddtree.kernels.tree_build import root_only_tree
-from sglang.srt.speculative.ddtree.tp_draft import build_draft_tree, lm_head_shards
-from sglang.srt.speculative.ddtree.tree_round import draft_vocab_logits
-from sglang.srt.speculative.ddtree.tree_verify import pad_tree
+from .kernels import DraftTree
+from .kernels.tree_build import root_only_tree
+from .tp_draft import build_draft_tree, lm_head_shards
+from .tree_round import draft_vocab_logits
+from .tree_verify import pad_tree
 
 ENV = "DDTREE_GRAPH_TREE_STAGE"
 logger = logging.getLogger(__name__)

@@ -24,12 +24,13 @@ from typing import TYPE_CHECKING, Optional
 import torch
 
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode
-from sglang.srt.speculative.ddtree.kernels import build_tree_mask, tree_positions
-from sglang.srt.speculative.ddtree.kernels.tree_mask import mask_numel
 from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 
+from .kernels import build_tree_mask, tree_positions
+from .kernels.tree_mask import mask_numel
+
 if TYPE_CHECKING:
-    from sglang.srt.speculative.ddtree.kernels import DraftTree
+    from .kernels import DraftTree
 
 MASK_ENV = "DDTREE_MASK_IN_PLACE"
 MASK_LOG = "DDTREE verify mask: built in place in the attention backend's graph buffer"

@@ -25,7 +25,7 @@ from typing import Any, Iterable, Iterator, NamedTuple, Optional
 
 import torch
 
-from sglang.srt.speculative.ddtree.budget_ladder import MEM_CAP_ENV
+from .budget_ladder import MEM_CAP_ENV
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ class UnsupportedSGLangError(RuntimeError):
 
 def worker_class(server_args: Any) -> type:
     """The DDTree worker class for the installed SGLang (`create_worker` returns a class)."""
-    from sglang.srt.speculative.ddtree import contract
+    from . import contract
 
     root = contract.site_root()
     adapter = contract.adapter_for(root)

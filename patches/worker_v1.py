@@ -44,16 +44,17 @@ import torch
 
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.speculative.ddtree.auto_budget import auto_ladder
-from sglang.srt.speculative.ddtree.kernels import DraftTree, accept_walk
-from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
-from sglang.srt.speculative.ddtree.node_sampling import NodeSampler, unsupported_sampling_reason
-from sglang.srt.speculative.ddtree.tree_round import draft_server_args, free_past_kept_pages, path_features
-from sglang.srt.speculative.ddtree.tree_stage import StageOut, TreeStage
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput
 from sglang.srt.speculative.dflash_info import DFlashDraftInput, DFlashVerifyInput
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
 from sglang.srt.speculative.dflash_worker import DFlashWorker
+
+from .auto_budget import auto_ladder
+from .kernels import DraftTree, accept_walk
+from .kv_commit import KVCommit, commit_mode, reorder_blocker
+from .node_sampling import NodeSampler, unsupported_sampling_reason
+from .tree_round import draft_server_args, free_past_kept_pages, path_features
+from .tree_stage import StageOut, TreeStage
+from .tree_verify import DDTreeVerifyInput
 
 logger = logging.getLogger(__name__)
 

@@ -59,27 +59,28 @@ from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.managers.scheduler import GenerationBatchResult
 from sglang.srt.model_executor.forward_batch_info import CaptureHiddenMode, ForwardBatch, ForwardMode
 from sglang.srt.server_args import ServerArgs
-from sglang.srt.speculative.ddtree.auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
-from sglang.srt.speculative.ddtree.contract import release_takes
-from sglang.srt.speculative.ddtree.graph_capture import install_tree_mask_capture
-from sglang.srt.speculative.ddtree.budget_ladder import mem_cap_bytes
-from sglang.srt.speculative.ddtree.verify_graphs import WidthGraphs, published_width
-from sglang.srt.speculative.ddtree.verify_tile import install as install_verify_tile
-from sglang.srt.speculative.ddtree.kernels import accept_walk
-from sglang.srt.speculative.ddtree.kv_commit import KVCommit, commit_mode, reorder_blocker
-from sglang.srt.speculative.ddtree.node_sampling import NodeSampler
-from sglang.srt.speculative.ddtree.round_logprobs import attach_logprobs, refuse_where_absent
-from sglang.srt.speculative.ddtree.table_fence import TableFence, barrier_slot, release_hook_called, unfenced
-from sglang.srt.speculative.ddtree.tree_round import (
-    draft_server_args,
-    path_features,
-)
-from sglang.srt.speculative.ddtree.tree_grammar import TreeGrammar
-from sglang.srt.speculative.ddtree.tree_stage import TreeStage
-from sglang.srt.speculative.ddtree.tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix, pad_tree
 from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
+
+from .auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
+from .contract import release_takes
+from .graph_capture import install_tree_mask_capture
+from .budget_ladder import mem_cap_bytes
+from .verify_graphs import WidthGraphs, published_width
+from .verify_tile import install as install_verify_tile
+from .kernels import accept_walk
+from .kv_commit import KVCommit, commit_mode, reorder_blocker
+from .node_sampling import NodeSampler
+from .round_logprobs import attach_logprobs, refuse_where_absent
+from .table_fence import TableFence, barrier_slot, release_hook_called, unfenced
+from .tree_round import (
+    draft_server_args,
+    path_features,
+)
+from .tree_grammar import TreeGrammar
+from .tree_stage import TreeStage
+from .tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix, pad_tree
 
 logger = logging.getLogger(__name__)
 

@@ -67,6 +67,7 @@ from ddtree_patch.errors import DDTreePatchError, Interrupted  # noqa: E402
 from ddtree_patch.locate import SHORTER_FOLDER, locate, os_failure  # noqa: E402
 from ddtree_patch.render import (  # noqa: E402
     BAD_STATES,
+    audit_error,
     audit_json,
     audit_tables,
     error_json,
@@ -280,7 +281,7 @@ def audit(
         state = install_status(run.install, tool_version=__version__)
     body, ok = audit_json(report, state, run.where)
     if as_json:
-        run.finish(ok, body, [])
+        run.finish(ok, body, [], audit_error(body, state, run.where))
     with run.errors(), _printing(0 if ok else 1):
         audit_tables(report, out, state, run.where)
 

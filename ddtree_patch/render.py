@@ -146,6 +146,19 @@ def state_error(state, where: str) -> dict:
             "next": found.group(1) if found else f"ddtree-patch status{where}"}
 
 
+def audit_error(body: dict, state, where: str) -> dict | None:
+    """The --json `error` of a failed audit: the install's state first (as `status` gives it), else
+    the sites' problems, with the first command they name (or the bug report) as `next`."""
+    if state.state in BAD_STATES:
+        return state_error(state, where)
+    if not body["problems"]:
+        return None
+    message = "; ".join(body["problems"])
+    found = _FIRST_COMMAND.search(message)
+    next_step = with_target(f"`{found.group(1)}`", where).strip("`") if found else _NEXT[5]
+    return {"code": 1, "message": message, "next": next_step}
+
+
 def result_json(result, where: str) -> dict:
     """A verb's own --json fields; the envelope (envelope.document) carries tool and SGLang versions."""
     data = dataclasses.asdict(result)

@@ -33,8 +33,8 @@ def _run(*args: str, text: bool = False) -> tuple[int, dict | str]:
     if doc["ok"]:
         assert doc["error"] is None
     else:
-        error = doc["error"]
-        assert error is None or (error["code"] == done.returncode and error["message"] and error["next"])
+        error = doc["error"]  # every failure says why and what to run next
+        assert error["code"] == done.returncode and error["message"] and error["next"], doc
     return done.returncode, doc
 
 
@@ -85,6 +85,14 @@ def test_stale_install_is_reported_by_status_and_audit(site):
     for verb in ("status", "audit"):
         rc, doc = _run(verb, *t)
         assert rc == 1 and doc["state"] == "stale" and "apply" in doc["next"], (verb, doc)
+
+
+def test_an_unhandled_site_is_a_json_error(site):
+    path = site / "sglang" / "srt" / "speculative" / "spec_info.py"
+    path.write_text(path.read_text() + '\n\ndef pick(x):\n    return {"DFLASH": 1}[x]\n')
+    rc, doc = _run("audit", "--target", str(site))
+    assert rc == 1 and doc["problems"] == ["1 UNHANDLED site(s)"]
+    assert doc["error"]["message"] == "1 UNHANDLED site(s)" and "audit --json" in doc["error"]["next"]
 
 
 @pytest.mark.parametrize("args,code", [

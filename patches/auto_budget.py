@@ -5,6 +5,8 @@ the best b-node tree), asks `AutoBudget.choose` for the round's budget, verifies
 (`prefix_tree`, padded to `width(b) = max(b + 1, block)`, as a fixed budget b would be verified), and
 hands the round to `AutoBudget.finish`, which queues on the device what the chooser learns from it:
 the tree's predicted gain of every ladder budget, the accepted draft tokens, and the round's time.
+A plain round (budget 0: no draft, no tree, width 1) is handed to `AutoBudget.finish_plain`: only
+its time.
 Those come back to the host asynchronously (a non-blocking copy into pinned memory and a CUDA event;
 timed by event pairs) and are read only once their event has completed, so no round waits on the
 device; the chooser works from rounds already finished.
@@ -27,7 +29,8 @@ from typing import Any, Callable, Collection, Iterator, NamedTuple, Optional, Se
 import torch
 
 from .budget_ladder import (
-    Ladder, WidthChooser, batch_bucket, build_ladder, is_auto, max_budget_setting,
+    PLAIN, Ladder, WidthChooser, batch_bucket, build_ladder, is_auto, max_budget_setting, plain_setting,
+    verify_width as width_of_budget,
 )
 from .kernels import DraftTree
 from .server_args import MAX_BUDGET
@@ -42,7 +45,7 @@ def auto_ladder(budget_setting: Any, block: int, topk: int) -> Optional[Ladder]:
     """The ladder of an `auto` budget (as server_args.py sized the widths for), else None."""
     if not is_auto(budget_setting):
         return None
-    return build_ladder(block, topk, max_budget_setting(), MAX_BUDGET)
+    return build_ladder(block, topk, max_budget_setting(), MAX_BUDGET, plain=plain_setting())
 
 
 def prefix_tree(tree: DraftTree, n: int) -> DraftTree:
@@ -116,7 +119,7 @@ class Clock:
 class _Pending(NamedTuple):
     bs: int
     budget: int
-    stats: torch.Tensor  # host: [S_b per ladder budget..., accepted draft tokens per request]
+    stats: Optional[torch.Tensor]  # host: [S_b per tree budget..., accepted draft tokens per request]; None: plain
     copied: Any  # a CUDA event, or None where the copy was synchronous
     seconds: Callable[[], Optional[float]]
 
@@ -129,7 +132,8 @@ class AutoBudget:
         self.chooser = WidthChooser(ladder, self.width, token_cap)
         self.clock = Clock(device)
         self.cuda = torch.device(device).type == "cuda"
-        self._columns = torch.tensor([b - 1 for b in ladder.budgets], device=device)
+        self._columns = torch.tensor([b - 1 for b in ladder.budgets if b != PLAIN], device=device)
+        self._plain = PLAIN in ladder.budgets  # its gain is 0: the chooser's gains lead with it
         self._pending: deque[_Pending] = deque()
         self._learning = len(ladder.budgets) > 1  # one budget (CUDA graphs on): nothing to time or collect
         self._started: Any = None
@@ -149,21 +153,21 @@ class AutoBudget:
         token_cap = token_cap if token_cap is not None and token_cap > 0 else None
         if graph_widths is not None:
             why = dict(trimmed)
-            for width in sorted({max(b + 1, block) for b in ladder.budgets} - set(graph_widths)):
+            for width in sorted({width_of_budget(b, block) for b in ladder.budgets} - set(graph_widths)):
                 ladder = ladder.restricted(
-                    [b for b in ladder.budgets if max(b + 1, block) != width],
+                    [b for b in ladder.budgets if width_of_budget(b, block) != width],
                     f"no target verify graph at its width ({why.get(width, 'not captured')}; "
                     "with --disable-cuda-graph auto chooses every width)",
                 )
         elif token_cap is not None:
-            fits = [b for b in ladder.budgets if max(b + 1, block) <= token_cap] or [ladder.budgets[0]]
+            fits = [b for b in ladder.budgets if width_of_budget(b, block) <= token_cap] or [ladder.budgets[0]]
             ladder = ladder.restricted(fits, f"its verify exceeds --chunked-prefill-size {token_cap} tokens")
         auto = cls(ladder, block, device, token_cap)
         logger.warning("%s (verify tokens per round capped at %s)", ladder.describe(), token_cap)  # once
         return auto
 
     def width(self, budget: int) -> int:
-        return max(budget + 1, self.block)
+        return width_of_budget(budget, self.block)
 
     def choose(self, bs: int) -> int:
         """The round's budget, from the rounds already finished; starts the round's clock."""
@@ -190,6 +194,12 @@ class AutoBudget:
             host, copied = stats.clone(), None
         self._pending.append(_Pending(bs, budget, host, copied, seconds))
 
+    def finish_plain(self, bs: int) -> None:
+        """Queue a plain round's time (it built no tree and drafted nothing)."""
+        self._note(bs, PLAIN)
+        if self._learning and len(self._pending) < IN_FLIGHT:
+            self._pending.append(_Pending(bs, PLAIN, None, None, self.clock.stop(self._started)))
+
     def _collect(self) -> None:
         while self._pending:
             head = self._pending[0]
@@ -199,9 +209,12 @@ class AutoBudget:
             if seconds is None:
                 return
             self._pending.popleft()
+            if head.stats is None:  # a plain round
+                self.chooser.observe_round(head.bs, PLAIN, 0.0, 0.0, seconds)
+                continue
             values = head.stats.tolist()
             gains, accepted = values[:-1], values[-1]
-            self.chooser.observe_gains(gains)
+            self.chooser.observe_gains([0.0] * self._plain + gains)
             predicted = gains[self.ladder.budgets.index(head.budget)]
             self.chooser.observe_round(head.bs, head.budget, predicted, accepted, seconds)
 

@@ -18,6 +18,12 @@ verifies the budget that maximises expected tokens per second for its batch:
   best, in turn, so that costs that drift (longer prefixes) are re-measured and a rung the ladder
   holds twice at one cost (15 and 16 beside a 16-token block) cannot hide the next one for good.
 The chooser only reads statistics of rounds already finished, so a round never waits on the device.
+
+Plain decoding is a rung too (budget 0, `PLAIN`): the round skips the draft pass and the tree, and
+the target verifies each request's last token alone, which emits exactly one token (no calibration
+applies). Where the batch is large and the drafter weak, that is what maximises tokens per second.
+The drafter loses nothing: its KV is filled from the target's features of every committed token
+after each verify, a plain round's token included, so the next tree round drafts as usual.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ MAX_BUDGET_ENV = "DDTREE_AUTO_MAX_BUDGET"
 AUTO = "auto"
 
 
+PLAIN = 0  # the rung that decodes plainly: no draft pass, the target verifies the root alone
+PLAIN_ENV = "DDTREE_AUTO_PLAIN"
+
+
 def is_auto(value: object) -> bool:
     return isinstance(value, str) and value.strip().lower() == AUTO
 
@@ -47,6 +57,22 @@ def max_budget_setting(environ: Optional[dict] = None) -> int:
     if not raw.isdigit() or int(raw) < 1:
         raise ValueError(f"{MAX_BUDGET_ENV} must be a positive integer, got {raw!r}.")
     return int(raw)
+
+
+def plain_setting(environ: Optional[dict] = None) -> bool:
+    """Whether `auto` may decode plainly: DDTREE_AUTO_PLAIN in the server's environment (on by default)."""
+    raw = (environ if environ is not None else os.environ).get(PLAIN_ENV, "").strip().lower()
+    if raw in ("", "1", "on", "true", "yes"):
+        return True
+    if raw in ("0", "off", "false", "no"):
+        return False
+    raise ValueError(f"{PLAIN_ENV} must be 1 or 0, got {raw!r}.")
+
+
+def verify_width(budget: int, block: int) -> int:
+    """Tokens per request the target verifies for `budget`: the root alone for the plain rung; else
+    the tree, padded to the draft block (a fixed budget's width)."""
+    return 1 if budget == PLAIN else max(budget + 1, block)
 
 
 MEM_CAP_ENV = "DDTREE_AUTO_GRAPH_MEM_GB"
@@ -91,7 +117,8 @@ class Ladder:
 
     def describe(self) -> str:
         """One log line: the ladder, then each trimmed budget with its reason."""
-        text = "DDTREE auto budget ladder: " + ", ".join(str(b) for b in self.budgets)
+        text = "DDTREE auto budget ladder: " + ", ".join(
+            "0 (plain decoding)" if b == PLAIN else str(b) for b in self.budgets)
         reasons: dict[str, list[int]] = {}
         for b, why in self.trimmed:
             reasons.setdefault(why, []).append(b)
@@ -101,8 +128,9 @@ class Ladder:
         return text
 
 
-def build_ladder(block: int, topk: Optional[int], max_budget: int, max_allowed: int) -> Ladder:
-    """The ladder for a drafter of `block` tokens (depth block - 1), as the server args allow it.
+def build_ladder(block: int, topk: Optional[int], max_budget: int, max_allowed: int, plain: bool = False) -> Ladder:
+    """The ladder for a drafter of `block` tokens (depth block - 1), as the server args allow it;
+    with `plain`, the plain-decoding rung below every tree.
 
     The verify width of budget b is max(b + 1, block) (as for a fixed budget), so a budget below
     block - 1 costs the block's verify and accepts less: block - 1 stands for all of them.
@@ -112,7 +140,7 @@ def build_ladder(block: int, topk: Optional[int], max_budget: int, max_allowed: 
     """
     depth = block - 1
     floor = max(depth, 1)
-    budgets, trimmed = [floor], []
+    budgets, trimmed = ([PLAIN] if plain else []) + [floor], []
     for b in sorted(set(CANDIDATES) - {floor}):
         if b < floor:
             trimmed.append((b, f"verifies the draft block's width {block} like budget {floor}"))
@@ -190,7 +218,7 @@ class WidthChooser:
         return fits or [self.ladder.budgets[0]]
 
     def expected_tokens(self, budget: int) -> float:
-        if self.gains is None:
+        if self.gains is None or budget == PLAIN:
             return 1.0
         return 1.0 + self.calibration.ratio(budget) * self.gains[self.ladder.budgets.index(budget)]
 
@@ -221,7 +249,8 @@ class WidthChooser:
     def observe_round(self, bs: int, budget: int, predicted: float, accepted: float,
                       seconds: Optional[float]) -> None:
         """A finished round: its predicted and accepted draft tokens per request, and its time."""
-        self.calibration.add(budget, predicted, accepted)
+        if budget != PLAIN:  # a plain round drafts nothing: nothing to calibrate
+            self.calibration.add(budget, predicted, accepted)
         if seconds is not None:
             self.costs.add(bs, budget, seconds)
 

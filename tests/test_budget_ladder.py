@@ -6,12 +6,16 @@ import pytest
 
 from patches.budget_ladder import (
     MAX_BUDGET_ENV,
+    PLAIN,
+    PLAIN_ENV,
     Ladder,
     WidthChooser,
     batch_bucket,
     build_ladder,
     is_auto,
     max_budget_setting,
+    plain_setting,
+    verify_width,
 )
 
 
@@ -48,6 +52,16 @@ def test_auto_spelling_and_the_cap_setting():
     for bad in ("0", "-4", "lots"):
         with pytest.raises(ValueError, match=MAX_BUDGET_ENV):
             max_budget_setting({MAX_BUDGET_ENV: bad})
+
+
+def test_the_plain_rung_leads_the_ladder_and_verifies_one_token():
+    ladder = build_ladder(16, None, 64, 2047, plain=True)
+    assert ladder.budgets == (PLAIN, 15, 16, 32, 64)
+    assert ladder.describe().startswith("DDTREE auto budget ladder: 0 (plain decoding), 15, 16, 32, 64; trimmed:")
+    assert [verify_width(b, 16) for b in ladder.budgets] == [1, 16, 17, 33, 65]
+    assert plain_setting({}) and plain_setting({PLAIN_ENV: "on"}) and not plain_setting({PLAIN_ENV: "0"})
+    with pytest.raises(ValueError, match=PLAIN_ENV):
+        plain_setting({PLAIN_ENV: "sometimes"})
 
 
 def test_batch_buckets_are_powers_of_two():
@@ -160,3 +174,19 @@ def test_a_budget_never_run_borrows_the_overall_calibration():
     assert chooser.calibration.ratio(32) == 1.0
     chooser.observe_round(1, 7, 2.0, 1.0, None)
     assert chooser.calibration.ratio(32) == pytest.approx(0.5) and chooser.costs.samples(1, 7) == 0
+
+
+def test_plain_wins_where_every_tree_costs_more_than_it_gains():
+    """A plain round emits one token and calibrates nothing; at a batch where a tree round costs more
+    than (1 + its gain) plain rounds, plain is chosen, and where trees are cheap, a tree is."""
+    ladder = Ladder((PLAIN, 7, 16))
+    chooser = WidthChooser(ladder, lambda b: verify_width(b, 8), explore_every=0)
+    chooser.observe_gains([0.0, 1.0, 1.2])
+    cost = {(1, PLAIN): 1.0, (1, 7): 1.2, (1, 16): 1.5, (64, PLAIN): 1.0, (64, 7): 2.5, (64, 16): 3.0}
+    for bs in (1, 64):
+        for budget in ladder.budgets:
+            for _ in range(3):
+                chooser.observe_round(bs, budget, 1.0 if budget else 0.0, 1.0 if budget else 0.0, cost[bs, budget])
+    assert PLAIN not in chooser.calibration.predicted
+    assert chooser.expected_tokens(PLAIN) == 1.0
+    assert chooser.choose(1) == 7 and chooser.choose(64) == PLAIN

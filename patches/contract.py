@@ -1,4 +1,4 @@
-"""Does a DDTree worker adapter fit the installed SGLang's worker contract? Read from source.
+"""Does a DDTree worker adapter (adapters.py) fit the installed SGLang's worker contract? Read from source.
 
 SGLang changes how it calls the speculative worker between releases (0.5.17 added
 `grammar_barrier=`, 0.5.19 `pp_proxy_tensors=`), and DDTree's adapters subclass DFlash's classes
@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from .adapters import ADAPTERS, Adapter
+
 CALLER_DIR = "sglang/srt/managers"  # the scheduler's modules, which call the speculative worker
 
 
@@ -53,57 +55,6 @@ def release_takes(method: Callable[..., Any], param: str) -> bool:
     branch for this release is the one checked.
     """
     return param in inspect.signature(method).parameters
-
-
-@dataclass(frozen=True)
-class State:
-    """A DFlash state class the adapter holds objects of by the local `names`."""
-
-    names: tuple[str, ...]
-    module: str
-    name: str
-
-
-@dataclass(frozen=True)
-class Adapter:
-    """A DDTree class and the DFlash class it subclasses (dotted module names), with how the
-    release reaches it; `companions` are the adapter's other classes, checked alike."""
-
-    module: str
-    name: str
-    base_module: str
-    base_name: str
-    hooks: tuple[str, ...] = ("forward_batch_generation",)  # overrides the release must still call
-    receivers: tuple[str, ...] = ("model_worker", "draft_worker")  # names the release calls it by
-    companions: tuple[Adapter, ...] = ()
-    state: tuple[State, ...] = ()
-    stands_in: tuple[str, str] | None = None  # (module, function) that builds the base by its global name
-
-    def family(self) -> tuple[Adapter, ...]:
-        return (self, *self.companions)
-
-
-V2 = Adapter(
-    "sglang.srt.speculative.ddtree.worker_v2", "DDTreeWorkerV2",
-    "sglang.srt.speculative.dflash_worker_v2", "DFlashWorkerV2",
-    state=(State(("draft_input", "next_input"), "sglang.srt.speculative.dflash_info_v2", "DFlashDraftInputV2"),),
-)  # fmt: skip
-V1 = Adapter(
-    "sglang.srt.speculative.ddtree.worker_v1", "DDTreeWorkerV1",
-    "sglang.srt.speculative.dflash_worker", "DFlashWorker",
-    hooks=("_prepare_for_speculative_decoding", "_greedy_sample_from_vocab_parallel_head"),
-    companions=(Adapter(
-        "sglang.srt.speculative.ddtree.worker_v1", "DDTreeVerifyInputV1",
-        "sglang.srt.speculative.dflash_info", "DFlashVerifyInput",
-        hooks=("verify",), receivers=("verify_input",),
-    ), Adapter(
-        "sglang.srt.speculative.ddtree.worker_v1", "ChainInputV1",
-        "sglang.srt.speculative.dflash_info", "DFlashVerifyInput",
-        hooks=(), receivers=("verify_input",),
-        stands_in=("sglang.srt.speculative.dflash_worker", "_prepare_for_speculative_decoding"),
-    )),
-)  # fmt: skip
-ADAPTERS = (V2, V1)  # `adapter_for` picks the first whose base module the install ships
 
 
 def site_root() -> Path:

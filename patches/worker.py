@@ -1,7 +1,7 @@
 """Entry point the patched `SpeculativeAlgorithm.create_worker` calls for DDTREE.
 
 DDTree subclasses the installed SGLang's DFlash classes, so the DDTree worker differs per DFlash
-worker family. One adapter per family (`contract.ADAPTERS`), chosen by what the installed SGLang
+worker family. One adapter per family (`adapters.ADAPTERS`), chosen by what the installed SGLang
 ships, and used only once `contract.problems` finds that it fits the installed release:
 - spec-v2 (`dflash_worker_v2.DFlashWorkerV2`, SGLang 0.5.14+): `worker_v2.DDTreeWorkerV2`.
 - v1 (`dflash_worker.DFlashWorker`, SGLang 0.5.11-0.5.13): `worker_v1.DDTreeWorkerV1`.

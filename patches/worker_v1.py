@@ -25,7 +25,7 @@ narrow hooks:
    as DFlash does, the accepted nodes' target KV moved to positions `prefix .. prefix + len`, unused
    slots freed, and the accepted nodes' hidden states returned in path order, which DFlash's own
    writer turns into draft KV.
-`contract.V1` names these hooks: the server refuses a release whose DFlash no longer calls them,
+`adapters.V1` names these hooks: the server refuses a release whose DFlash no longer calls them,
 or whose signatures or calls drifted from these overrides (`contract.problems`).
 
 Widths and gates as for the spec-v2 adapter (docs/ddtree-runtime.md): the draft runner sees the
@@ -143,7 +143,8 @@ class ChainInputV1(DFlashVerifyInput):
     request and, on backends that read a custom mask (Triton), a causal mask built by a Python loop
     of three launches per request. The tree verify input replaces it at once with its own slots and
     mask, so while `DDTreeWorkerV1` runs that draft, the draft module's name `DFlashVerifyInput` is
-    this class (`contract.V1` checks that DFlash builds it by that name) and none of it is done.
+    this class (the contract checks, per `adapters.V1`, that DFlash builds it by that name) and none
+    of it is done.
     """
 
     def prepare_for_verify(self, batch: ScheduleBatch, page_size: int, *, build_custom_mask: bool = True):
@@ -251,7 +252,7 @@ class DDTreeWorkerV1(DFlashWorker):
         if self.use_compact_draft_cache:
             raise RuntimeError("DDTREE does not support --speculative-draft-window-size yet.")
         chain = batch.spec_info
-        if not isinstance(chain, ChainInputV1):  # contract.V1 refuses such a release at start
+        if not isinstance(chain, ChainInputV1):  # adapters.V1's contract check refuses this at start
             raise RuntimeError("DDTREE: DFlash's draft did not build its verify input as dflash_worker.DFlashVerifyInput.")
         bs = batch.batch_size()
         tree, padded = self._stage_out()

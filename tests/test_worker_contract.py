@@ -1,4 +1,4 @@
-"""The DDTree worker adapters against each release's own worker contract (patches/contract.py).
+"""The DDTree worker adapters (patches/adapters.py) against each release's own worker contract (patches/contract.py).
 
 Fast tests: the checker on small class/scheduler sources, so each kind of drift it must catch is
 caught. Slow tests: every release with DFLASH installed from the index, `apply`'d into a `--target`
@@ -22,7 +22,7 @@ from packaging.version import Version
 from ddtree_patch.data.releases import WITH_DFLASH
 from ddtree_patch.locate import locate
 from ddtree_patch.worker_fit import contract_warnings
-from patches import contract
+from patches import adapters, contract
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -71,7 +71,7 @@ class Scheduler:
         self.model_worker.forward_batch_generation(batch, **kwargs)
         self.model_worker.forward_batch_generation(batch)
 '''
-ADAPTER_SPEC = contract.Adapter("pkg.tree", "Tree", "pkg.base", "Worker")
+ADAPTER_SPEC = adapters.Adapter("pkg.tree", "Tree", "pkg.base", "Worker")
 
 
 def _tree(tmp_path: Path, base: str = BASE, adapter: str = ADAPTER, scheduler: str = SCHEDULER) -> Path:
@@ -105,7 +105,8 @@ def test_a_release_the_check_cannot_read_is_a_warning_not_a_crash(tmp_path):
 
     ddtree = tmp_path / "sglang/srt/speculative/ddtree"
     ddtree.mkdir(parents=True)
-    shutil.copy(REPO / "patches" / "contract.py", ddtree / "contract.py")
+    for name in ("contract.py", "adapters.py"):
+        shutil.copy(REPO / "patches" / name, ddtree / name)
     (tmp_path / "sglang/srt/speculative/dflash_worker_v2.py").write_bytes(b"# caf\xe9\nclass DFlashWorkerV2: pass\n")
     warnings = contract_warnings(Install(tmp_path, tmp_path / "sglang", None, "0.5.23"))
     assert len(warnings) == 1 and "could not read the patched SGLang" in warnings[0], warnings
@@ -193,9 +194,9 @@ class Tree(Worker):
         super()._prepare(batch, draft_input)
         return self.page_size
 '''
-V1_SPEC = contract.Adapter(
+V1_SPEC = adapters.Adapter(
     "pkg.tree", "Tree", "pkg.base", "Worker", hooks=("_prepare",),
-    companions=(contract.Adapter("pkg.tree", "TreeInfo", "pkg.base", "Info", hooks=("verify",), receivers=("verify_input",)),),
+    companions=(adapters.Adapter("pkg.tree", "TreeInfo", "pkg.base", "Info", hooks=("verify",), receivers=("verify_input",)),),
 )  # fmt: skip
 
 
@@ -243,9 +244,9 @@ class Placeholder(Info):
     def verify(self, *, batch, logits_output, page_size):
         return batch
 """
-STAND_IN_SPEC = contract.Adapter(
+STAND_IN_SPEC = adapters.Adapter(
     "pkg.tree", "Tree", "pkg.base", "Worker", hooks=("_prepare",),
-    companions=(contract.Adapter("pkg.tree", "Placeholder", "pkg.base", "Info", hooks=(), receivers=("verify_input",),
+    companions=(adapters.Adapter("pkg.tree", "Placeholder", "pkg.base", "Info", hooks=(), receivers=("verify_input",),
                                  stands_in=("pkg.base", "forward_batch_generation")),),
 )  # fmt: skip
 
@@ -273,7 +274,7 @@ def test_a_stand_in_the_release_no_longer_builds_by_name_is_caught(tmp_path, bui
 
 def test_a_stand_in_whose_release_module_is_gone_is_caught(tmp_path):
     spec = STAND_IN_SPEC.companions[0]
-    moved = contract.Adapter(spec.module, spec.name, spec.base_module, spec.base_name, hooks=(),
+    moved = adapters.Adapter(spec.module, spec.name, spec.base_module, spec.base_name, hooks=(),
                              receivers=spec.receivers, stands_in=("pkg.gone", "forward_batch_generation"))
     site = _tree(tmp_path, base=V1_BASE, adapter=STAND_IN_ADAPTER, scheduler="class Scheduler:\n    pass\n")
     assert contract.problems(moved, site) == ["pkg.gone is not in this SGLang, so Placeholder cannot stand in there"]
@@ -349,8 +350,8 @@ STATE_ADAPTER = ADAPTER.replace(
     "        draft_input = batch.spec_info\n"
     "        draft_input.done = draft_input.seed\n",
 )
-STATE_SPEC = contract.Adapter("pkg.tree", "Tree", "pkg.base", "Worker",
-                              state=(contract.State(("draft_input",), "pkg.base", "Carry"),))
+STATE_SPEC = adapters.Adapter("pkg.tree", "Tree", "pkg.base", "Worker",
+                              state=(adapters.State(("draft_input",), "pkg.base", "Carry"),))
 
 
 def test_state_reads_and_sets_are_checked_against_the_state_class(tmp_path):
@@ -426,7 +427,7 @@ def test_the_adapter_fits_each_release_after_apply(fresh_release, version):
     done = _apply(site)
     warnings = contract_warnings(locate(None, site, False))
     adapter = contract.adapter_for(site)
-    assert adapter is (contract.V1 if Version(version) < Version("0.5.14") else contract.V2), (version, adapter)
+    assert adapter is (adapters.V1 if Version(version) < Version("0.5.14") else adapters.V2), (version, adapter)
     found = contract.problems(adapter, site)
     assert found == [], f"{adapter.name} drifted from SGLang {version}:\n" + "\n".join(found)
     assert warnings == () and "warning: DDTREE" not in done.stdout
@@ -445,7 +446,7 @@ def test_a_release_file_with_a_bom_is_patched_and_reported_as_applied(fresh_rele
     done = _apply(site)
     assert done.stdout.startswith("applied") and "Traceback" not in done.stderr and "warning:" not in done.stdout
     assert (site / "sglang/srt/managers/scheduler.py").read_bytes().startswith(b"\xef\xbb\xbf# Copyright")
-    assert contract.problems(contract.V2, site) == []
+    assert contract.problems(adapters.V2, site) == []
     cli = [sys.executable, "-m", "ddtree_patch"]
     status = subprocess.run([*cli, "status", "--target", str(site)], capture_output=True, text=True, cwd=REPO)
     assert status.returncode == 0 and status.stdout.startswith("state: patched"), status.stdout + status.stderr
@@ -461,7 +462,7 @@ def test_drift_of_the_v1_adapter_is_caught_and_warned(fresh_release):
     and `apply`'s warning (worker_fit) names it."""
     site = fresh_release("0.5.12")
     _apply(site)
-    assert contract.problems(contract.V1, site) == []
+    assert contract.problems(adapters.V1, site) == []
     adapter = site / "sglang/srt/speculative/ddtree/worker_v1.py"
     text = adapter.read_text()
     for old, new in [
@@ -484,7 +485,7 @@ def test_drift_of_the_v1_adapter_is_caught_and_warned(fresh_release):
     release.write_text(release.read_text().replace(call, "self._prepare_renamed(batch, draft_input)")
                        .replace(built, "        verify_input = self._verify_input_class(\n"))
 
-    drift = "\n".join(contract.problems(contract.V1, site))
+    drift = "\n".join(contract.problems(adapters.V1, site))
     assert ("DDTreeWorkerV1._greedy_sample_from_vocab_parallel_head vs DFlashWorker._greedy_sample_from_vocab_parallel_head: "
             "takes no keyword `chunk_size`, which the base takes") in drift, drift
     assert "DDTreeVerifyInputV1.verify vs DFlashVerifyInput.verify: takes no keyword `page_size`, which the base takes" in drift
@@ -510,7 +511,7 @@ def test_the_check_catches_the_measured_0_5_17_crash(fresh_release):
     text = worker.read_text()
     old = text[text.index("        on_publish: Optional[Callable] = None,"):text.index("    ) -> GenerationBatchResult:")]
     worker.write_text(text.replace(old, "        on_publish: Optional[Callable] = None,\n"))
-    found = contract.problems(contract.V2, site)
+    found = contract.problems(adapters.V2, site)
     assert "DDTreeWorkerV2.forward_batch_generation vs DFlashWorkerV2.forward_batch_generation: " \
            "takes no parameter for the base's `grammar_barrier`" in found
     assert any("passes `grammar_barrier=`" in p and "scheduler.py" in p for p in found)

@@ -5,8 +5,7 @@ the best b-node tree), asks `AutoBudget.choose` for the round's budget, verifies
 (`prefix_tree`, padded to `width(b) = max(b + 1, block)`, as a fixed budget b would be verified), and
 hands the round to `AutoBudget.finish`, which queues on the device what the chooser learns from it:
 the tree's predicted gain of every ladder budget, the accepted draft tokens, and the round's time.
-A plain round (budget 0: no draft, no tree, width 1) is handed to `AutoBudget.finish_plain`: only
-its time.
+A plain round (budget 0: no draft, no tree, width 1) hands over no tree: only its time is learnt.
 Those come back to the host asynchronously (a non-blocking copy into pinned memory and a CUDA event;
 timed by event pairs) and are read only once their event has completed, so no round waits on the
 device; the chooser works from rounds already finished.
@@ -178,12 +177,16 @@ class AutoBudget:
         self._started = self.clock.start()
         return budget
 
-    def finish(self, bs: int, budget: int, tree: DraftTree, accept_len: torch.Tensor) -> None:
-        """Queue what the chooser learns from this round (`tree`: the widest tree the round built)."""
+    def finish(self, bs: int, budget: int, tree: Optional[DraftTree], accept_len: torch.Tensor) -> None:
+        """Queue what the chooser learns from this round (`tree`: the widest tree the round built;
+        None for a plain round, which drafted nothing)."""
         self._note(bs, budget)
         if not self._learning or len(self._pending) >= IN_FLIGHT:
             return
         seconds = self.clock.stop(self._started)
+        if tree is None:
+            self._pending.append(_Pending(bs, budget, None, None, seconds))
+            return
         stats = torch.cat([ladder_gains(tree.logprob, self._columns), accept_len.float().mean()[None]])
         if self.cuda:
             host = torch.empty(stats.shape, dtype=stats.dtype, pin_memory=True)
@@ -193,12 +196,6 @@ class AutoBudget:
         else:
             host, copied = stats.clone(), None
         self._pending.append(_Pending(bs, budget, host, copied, seconds))
-
-    def finish_plain(self, bs: int) -> None:
-        """Queue a plain round's time (it built no tree and drafted nothing)."""
-        self._note(bs, PLAIN)
-        if self._learning and len(self._pending) < IN_FLIGHT:
-            self._pending.append(_Pending(bs, PLAIN, None, None, self.clock.stop(self._started)))
 
     def _collect(self) -> None:
         while self._pending:
@@ -213,8 +210,8 @@ class AutoBudget:
                 self.chooser.observe_round(head.bs, PLAIN, 0.0, 0.0, seconds)
                 continue
             values = head.stats.tolist()
-            gains, accepted = values[:-1], values[-1]
-            self.chooser.observe_gains([0.0] * self._plain + gains)
+            gains, accepted = [0.0] * self._plain + values[:-1], values[-1]
+            self.chooser.observe_gains(gains)
             predicted = gains[self.ladder.budgets.index(head.budget)]
             self.chooser.observe_round(head.bs, head.budget, predicted, accepted, seconds)
 

@@ -121,7 +121,11 @@ class WidthGraphs:
                                  for w in todo[i:]]
                 return
             before = _free_bytes(runner.device)
-            self.runners[width] = self._build(runner_cls, server_args, width)
+            try:
+                self.runners[width] = self._build(runner_cls, server_args, width)
+            except Exception as error:  # noqa: BLE001 - a width the runner cannot capture is not chosen, with why
+                logger.warning("DDTREE auto: no target verify graph at width %d: %r", width, error)
+                self.trimmed.append((width, f"its capture failed: {type(error).__name__}"))
             self.used_bytes += max(0, before - _free_bytes(runner.device))
 
     def _build(self, runner_cls: type, server_args: Any, width: int) -> WidthRunner:

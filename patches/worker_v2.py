@@ -66,10 +66,11 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from .auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
 from .contract import release_takes
 from .graph_capture import install_tree_mask_capture
-from .budget_ladder import mem_cap_bytes
+from .budget_ladder import PLAIN, mem_cap_bytes, verify_width as width_of_budget
 from .verify_graphs import WidthGraphs, published_width
 from .verify_tile import install as install_verify_tile
 from .kernels import accept_walk
+from .kernels.tree_build import root_only_tree
 from .kv_commit import KVCommit, commit_mode, reorder_blocker
 from .node_sampling import NodeSampler
 from .round_logprobs import attach_logprobs, refuse_where_absent
@@ -185,7 +186,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         graph_widths, trimmed = None, ()
         if target.decode_cuda_graph_runner is not None:
             self._width_graphs = WidthGraphs(target, self.verify_width)
-            self._width_graphs.capture({max(b + 1, block) for b in ladder.budgets}, target.server_args,
+            self._width_graphs.capture({width_of_budget(b, block) for b in ladder.budgets}, target.server_args,
                                        mem_cap_bytes())
             graph_widths, trimmed = self._width_graphs.widths, self._width_graphs.trimmed
             logger.warning("DDTREE auto: target verify graphs at widths %s (%.2f GiB beyond the target's own)",
@@ -238,11 +239,15 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         budget = self._auto_budget.choose(bs) if self._auto_budget else self.budget
         tree_size = budget + 1
         width = self._auto_budget.width(budget) if self._auto_budget else self.verify_width
-        staged = self._tree_stage()(self._draft_features(batch, draft_input, bound_cpu))
-        round_tree, tree = staged.tree, staged.padded
-        if tree_size != self.tree_size:  # a prefix of the widest tree: the best tree of this budget
-            round_tree = prefix_tree(staged.tree, tree_size)
-            tree = pad_tree(round_tree, width)
+        if budget == PLAIN:  # `auto` decodes plainly: no draft pass, the target verifies the root alone
+            widest = None
+            round_tree = tree = root_only_tree(bs, prefix_lens.device)
+        else:
+            staged = self._tree_stage()(self._draft_features(batch, draft_input, bound_cpu))
+            widest, round_tree, tree = staged.tree, staged.tree, staged.padded
+            if tree_size != self.tree_size:  # a prefix of the widest tree: the best tree of this budget
+                round_tree = prefix_tree(staged.tree, tree_size)
+                tree = pad_tree(round_tree, width)
         nodes_first_child, nodes_next_sibling = round_tree.first_child, round_tree.next_sibling
         # Grammar requests: the tree goes to the host now, its per-node masks are built after the verify launch.
         grammar = TreeGrammar.start(batch, tree.tokens[:, :tree_size], nodes_first_child, nodes_next_sibling)
@@ -286,6 +291,8 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         if on_publish is not None:
             on_publish(new_seq_lens)
 
+        if width < accepted_idx.shape[1]:  # a plain round verified 1 slot; the commit reads the path's (reserved) ones
+            cache_loc_2d = self._request_slots(batch, prefix_lens, accepted_idx.shape[1])
         path_slots = self._commit_target_kv(batch, prefix_lens, accepted_idx, accept_len, cache_loc_2d, tree_size)
         if self._table_fence is not None:  # right after the table's rewrite: the draft-KV write is no hazard
             self._table_fence.after_write(self)
@@ -293,7 +300,7 @@ class DDTreeWorkerV2(DFlashWorkerV2):
                               width, tree_size)
         logits_output.hidden_states = None
         if self._auto_budget:  # after the round's last work: its time, its tree's gains, its acceptance
-            self._auto_budget.finish(bs, budget, staged.tree, accept_len)
+            self._auto_budget.finish(bs, budget, widest, accept_len)
 
         return GenerationBatchResult(
             logits_output=logits_output,

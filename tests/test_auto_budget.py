@@ -111,24 +111,25 @@ def test_a_one_budget_ladder_neither_times_nor_collects(ab, dropin, ts):
 
 
 def test_a_plain_round_reports_its_time_and_no_gain(ab, dropin, ts):
-    """Budget 0 builds no tree: finish_plain queues only its time; a tree round's gains lead with
+    """Budget 0 builds no tree: its round queues only its time; a tree round's gains lead with
     plain's 0 so the chooser's gains stay one per ladder budget."""
     bl = dropin("budget_ladder")
     auto = ab.AutoBudget(bl.Ladder((bl.PLAIN, 7, 16)), 8, "cpu")
     assert auto.width(bl.PLAIN) == 1 and auto.width(7) == 8
     assert auto.choose(2) == bl.PLAIN  # untimed: the narrowest first
-    auto.finish_plain(2)
+    auto.finish(2, bl.PLAIN, None, torch.tensor([0, 0]))
     assert auto.choose(2) == bl.PLAIN and auto.chooser.costs.samples(2, bl.PLAIN) == 1
     assert auto.chooser.gains is None and not auto.chooser.calibration.predicted
-    auto.finish_plain(2)
+    auto.finish(2, bl.PLAIN, None, torch.tensor([0, 0]))
     assert auto.choose(2) == bl.PLAIN
-    auto.finish_plain(2)
+    auto.finish(2, bl.PLAIN, None, torch.tensor([0, 0]))
     assert auto.choose(2) == 7
     tree = build(ts, torch.randn(2, 7, 50, generator=torch.Generator().manual_seed(3)) * 3, 16)
     auto.finish(2, 7, tree, torch.tensor([1, 2]))
     auto.choose(2)
     assert auto.chooser.gains[0] == 0.0 and len(auto.chooser.gains) == 3
     assert list(auto.chooser.calibration.predicted) == [7]
+    assert auto.chooser.calibration.predicted[7] == pytest.approx(auto.chooser.gains[1])  # budget 7's own gain
 
 
 def test_with_cuda_graphs_the_plain_rung_needs_a_width_one_graph(ab, dropin):

@@ -24,7 +24,11 @@ REPO = Path(__file__).resolve().parents[1]
 HARNESS = REPO / "tests" / "round_harness" / "scheduler_path.py"
 HELPERS = REPO / "tests" / "cpu_serverargs"  # the torchvision stand-in the harness imports
 RELEASES = runtime_releases(("0.5.15", "0.5.23"))
-BLOCK = 8  # the tiny drafter's block: budget b verifies max(b + 1, 8) tokens
+BLOCK = 8  # the tiny drafter's block: budget b verifies max(b + 1, 8) tokens; plain decoding (0) one
+
+
+def width(budget: int) -> int:
+    return 1 if budget == 0 else max(budget + 1, BLOCK)
 
 
 @pytest.fixture(scope="module", params=RELEASES)
@@ -47,30 +51,32 @@ def _ok(result: dict) -> dict:
 @pytest.mark.parametrize("mode", ["auto_forced", "auto_forced_overlap"])
 def test_any_sequence_of_widths_gives_plain_decoding_s_output(report: dict, mode: str) -> None:
     """The chooser forced through an adversarial order of budgets (what any acceptance estimate,
-    however wrong, could pick): each round verifies its budget's width (the tree's prefix; the target
-    backend's width follows it and is restored), and the output is the target's greedy decoding."""
+    however wrong, could pick): each round verifies its budget's width (the tree's prefix, or the
+    root alone for plain decoding; the target backend's width follows it and is restored), and the
+    output is the target's greedy decoding."""
     result = _ok(report["modes"][mode])
     forced = result["forced"]
-    assert result["ladder"] == [7, 8, 16, 32] == sorted(set(forced))  # every budget, in jumps both ways
+    assert result["ladder"] == [0, 7, 8, 16, 32] == sorted(set(forced))  # every budget, in jumps both ways
     assert [b for _, b in result["chosen"]] == forced
-    assert result["widths"] == [[max(b + 1, BLOCK)] * 2 for b in forced]
+    assert result["widths"] == [[width(b)] * 2 for b in forced]
     assert result["server_width_after"] == 33
     assert result["equal_to_greedy"] and result["tokens_per_round"] > 1, result
 
 
 @pytest.mark.slow
 def test_the_chosen_width_changes_with_the_batch_size(report: dict) -> None:
-    """The real chooser, with round costs from a table where a wide verify is free at batch 1 and
-    dear at batch 3: after timing each budget, batch 1 chooses wider budgets than batch 3, on the
-    same worker, each round verifying what was chosen, and the output stays greedy."""
+    """The real chooser, with round costs from a table where a wide verify is free at batch 1 and,
+    at batch 3, dearer than every token a tree could emit: after timing each budget, batch 1 decodes
+    with a tree and batch 3 plainly (no draft pass), on the same worker, each round verifying what
+    was chosen, and the output stays greedy."""
     result = _ok(report["modes"]["auto_costs"])
-    chosen = result["chosen"]  # (batch size, budget): 16 rounds at batch 1, then 16 at batch 3
-    assert [bs for bs, _ in chosen] == [1] * 16 + [3] * 16
-    warm_up = [b for _, b in chosen[:12]]
-    assert warm_up == [7, 7, 7, 8, 8, 8, 16, 16, 16, 32, 32, 32]  # every budget timed thrice, narrowest first
-    at_1, at_3 = {b for _, b in chosen[12:16]}, {b for _, b in chosen[28:]}
-    assert at_1 and at_3 and min(at_1) > max(at_3), str(chosen)  # every batch-1 choice wider than every batch-3 one
-    assert [w for w, _ in result["widths"]] == [max(b + 1, BLOCK) for _, b in result["chosen"]]
+    chosen = result["chosen"]  # (batch size, budget): 20 rounds at batch 1, then 20 at batch 3
+    assert [bs for bs, _ in chosen] == [1] * 20 + [3] * 20
+    warm_up = [b for _, b in chosen[:15]]
+    assert warm_up == [0, 0, 0, 7, 7, 7, 8, 8, 8, 16, 16, 16, 32, 32, 32]  # every budget timed thrice, narrowest first
+    at_1, at_3 = {b for _, b in chosen[15:20]}, {b for _, b in chosen[35:]}
+    assert at_1 and min(at_1) > 0 and at_3 == {0}, str(chosen)  # trees at batch 1, plain decoding at batch 3
+    assert [w for w, _ in result["widths"]] == [width(b) for _, b in result["chosen"]]
     assert result["equal_to_greedy"], result
 
 
@@ -88,9 +94,9 @@ def test_auto_resolves_to_the_widest_budget_s_widths_and_respects_cuda_graphs(re
         assert built["release_runner_takes_width"] and built["target_own_restored"]
         assert built["server_args_width_after_capture"] == built["record_width_after"]
         assert built["published_after_capture"] == built["published_after"]
-    assert graphed["auto_ladder"] == eager["auto_ladder"] == [7, 8, 16, 32, 64]
+    assert graphed["auto_ladder"] == eager["auto_ladder"] == [0, 7, 8, 16, 32, 64]
     assert eager["graphs_built"] == [] and "round_backends" not in eager
-    widths = [8, 9, 17, 33]
+    widths = [1, 8, 9, 17, 33]
     assert [g["width"] for g in graphed["graphs_built"]] == widths, graphed["graphs_built"]
     for g in graphed["graphs_built"]:
         assert g["backend_width"] == g["width"] and g["runner_backend_is_its_own"], g

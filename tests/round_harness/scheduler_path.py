@@ -358,11 +358,11 @@ def drive(overlap: bool, fenced: bool = False, logprobs: bool = False) -> dict:
     }
 
 
-# `--speculative-ddtree-budget auto` over the 8-token drafter, ladder capped at 32: budgets 7, 8, 16, 32
-# (verify widths 8, 9, 17, 33). The forced widths: an adversarial order (widest next to narrowest,
-# repeats) standing for any acceptance estimate, however wrong.
-AUTO_CAP, AUTO_ROUNDS = 32, 16
-FORCED = (32, 7, 7, 16, 32, 8, 32, 7, 16, 8, 8, 32, 7, 16, 32, 7)
+# `--speculative-ddtree-budget auto` over the 8-token drafter, ladder capped at 32: plain decoding and
+# budgets 7, 8, 16, 32 (verify widths 1, 8, 9, 17, 33). The forced widths: an adversarial order
+# (widest next to narrowest, plain between trees, repeats) standing for any estimate, however wrong.
+AUTO_CAP, AUTO_ROUNDS = 32, 20
+FORCED = (32, 0, 7, 7, 16, 0, 0, 32, 8, 32, 7, 0, 16, 8, 8, 32, 7, 16, 0, 32, 7)
 
 
 def _auto_worker():
@@ -373,7 +373,7 @@ def _auto_worker():
     from sglang.srt.speculative.ddtree.budget_ladder import build_ladder
 
     worker = drive_round.make_worker(AUTO_CAP, AUTO_CAP)
-    ladder = build_ladder(drive_round.BLOCK, AUTO_CAP, AUTO_CAP, 2047)
+    ladder = build_ladder(drive_round.BLOCK, AUTO_CAP, AUTO_CAP, 2047, plain=True)
     worker._auto_budget = AutoBudget.for_worker(ladder, drive_round.BLOCK, "cpu", graph_widths=None, token_cap=None)
     worker.target_worker.model_runner.attn_backend = types.SimpleNamespace(num_draft_tokens=worker.verify_width)
     return worker
@@ -382,7 +382,8 @@ def _auto_worker():
 def drive_auto(overlap: bool, chooser: str) -> dict:
     """`auto` rounds through run_batch. `chooser="forced"`: the chooser replaced by FORCED (any
     sequence of widths must give plain decoding's output); `chooser="costs"`: the real chooser, its
-    round timings replaced by a table in which a wide verify is free at batch 1 and dear at batch 3,
+    round timings replaced by a table in which a wide verify is free at batch 1 and at batch 3 costs
+    more than the block's tokens it could emit (plain decoding, 1 token for 1, is the best there),
     AUTO_ROUNDS rounds at batch 1 then AUTO_ROUNDS at batch 3 on the same worker."""
     worker = _auto_worker()
     del worker._make_next_draft_input_decode, worker._prefix_lens_bound_cpu
@@ -402,7 +403,7 @@ def drive_auto(overlap: bool, chooser: str) -> dict:
     else:
         observe = auto.chooser.observe_round
         auto.chooser.observe_round = lambda bs, budget, predicted, accepted, seconds: observe(
-            bs, budget, predicted, accepted, 1.0 if bs == 1 else 1.0 + (budget + 1) / 4)
+            bs, budget, predicted, accepted, 1.0 if bs == 1 else 1.0 + 1.5 * budget)
     choose = auto.chooser.choose
 
     def noting_choose(bs):

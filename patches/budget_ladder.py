@@ -19,9 +19,9 @@ verifies the budget that maximises expected tokens per second for its batch:
   holds twice at one cost (15 and 16 beside a 16-token block) cannot hide the next one for good.
 The chooser only reads statistics of rounds already finished, so a round never waits on the device.
 
-Plain decoding is a rung too (budget 0, `PLAIN`): the round skips the draft pass and the tree, and
-the target verifies each request's last token alone, which emits exactly one token (no calibration
-applies). Where the batch is large and the drafter weak, that is what maximises tokens per second.
+Plain decoding may be a rung too (budget 0, `PLAIN`; DDTREE_AUTO_PLAIN=1): the round skips the
+draft pass and the tree, and the target verifies each request's last token alone, which emits
+exactly one token (no calibration applies). Where the batch is large and the drafter weak, that is what maximises tokens per second.
 The drafter loses nothing: its KV is filled from the target's features of every committed token
 after each verify, a plain round's token included, so the next tree round drafts as usual.
 """
@@ -60,11 +60,12 @@ def max_budget_setting(environ: Optional[dict] = None) -> int:
 
 
 def plain_setting(environ: Optional[dict] = None) -> bool:
-    """Whether `auto` may decode plainly: DDTREE_AUTO_PLAIN in the server's environment (on by default)."""
+    """Whether `auto` may decode plainly: DDTREE_AUTO_PLAIN=1 in the server's environment. Off by
+    default until a GPU run has shown the width-1 verify graph and the plain rounds exact."""
     raw = (environ if environ is not None else os.environ).get(PLAIN_ENV, "").strip().lower()
-    if raw in ("", "1", "on", "true", "yes"):
+    if raw in ("1", "on", "true", "yes"):
         return True
-    if raw in ("0", "off", "false", "no"):
+    if raw in ("", "0", "off", "false", "no"):
         return False
     raise ValueError(f"{PLAIN_ENV} must be 1 or 0, got {raw!r}.")
 

@@ -59,7 +59,7 @@ def test_the_plain_rung_leads_the_ladder_and_verifies_one_token():
     assert ladder.budgets == (PLAIN, 15, 16, 32, 64)
     assert ladder.describe().startswith("DDTREE auto budget ladder: 0 (plain decoding), 15, 16, 32, 64; trimmed:")
     assert [verify_width(b, 16) for b in ladder.budgets] == [1, 16, 17, 33, 65]
-    assert plain_setting({}) and plain_setting({PLAIN_ENV: "on"}) and not plain_setting({PLAIN_ENV: "0"})
+    assert not plain_setting({}) and plain_setting({PLAIN_ENV: "1"}) and not plain_setting({PLAIN_ENV: "0"})
     with pytest.raises(ValueError, match=PLAIN_ENV):
         plain_setting({PLAIN_ENV: "sometimes"})
 

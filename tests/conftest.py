@@ -13,6 +13,14 @@ import pytest
 from tests.sglang_releases import install_release
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A heavy test (minutes of SGLang code or interpreted kernels) is slow too, so the fast subset
+    a developer runs after every change is `-m "not slow"`."""
+    for item in items:
+        if item.get_closest_marker("heavy"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def release_site(tmp_path_factory):
     """install(version) -> a pristine site folder shared by the session's tests (do not modify)."""

@@ -43,17 +43,24 @@ def _ancestors(parent_ptr, b, rows, cols, n_nodes):
 
 
 @triton.jit
+def _request_rows(prefix_ptr, b, rows, n_nodes, BSP: tl.constexpr):
+    """Request b's prefix length and the flat offset of each of its rows (layout: module docstring)."""
+    boffs = tl.arange(0, BSP)
+    before = tl.sum(tl.load(prefix_ptr + boffs, mask=boffs < b, other=0).to(tl.int64), axis=0)
+    prefix = tl.load(prefix_ptr + b).to(tl.int64)
+    width = prefix + n_nodes
+    row_start = n_nodes * before + b * n_nodes * n_nodes + rows.to(tl.int64) * width
+    return prefix, row_start
+
+
+@triton.jit
 def _tree_mask_kernel(parent_ptr, prefix_ptr, out_ptr, bs, n_nodes,
                       R: tl.constexpr, NP: tl.constexpr, BSP: tl.constexpr, PB: tl.constexpr,
                       PREFIX_ONES: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     rows = tl.program_id(1) * R + tl.arange(0, R)
     cols = tl.arange(0, NP)
-    boffs = tl.arange(0, BSP)
-    before = tl.sum(tl.load(prefix_ptr + boffs, mask=boffs < b, other=0).to(tl.int64), axis=0)
-    prefix = tl.load(prefix_ptr + b).to(tl.int64)
-    width = prefix + n_nodes
-    row_start = n_nodes * before + b * n_nodes * n_nodes + rows.to(tl.int64) * width
+    prefix, row_start = _request_rows(prefix_ptr, b, rows, n_nodes, BSP)
     live = rows < n_nodes
     anc = _ancestors(parent_ptr, b, rows, cols, n_nodes)
     tl.store(out_ptr + row_start[:, None] + prefix + cols[None, :], anc,

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .tree_mask import _ancestors, _row_block, mask_numel
+from .tree_mask import _ancestors, _request_rows, _row_block, mask_numel
 from .tree_window_reference import tree_window_mask
 
 _NO_WINDOW = 2**30  # wider than any sequence: the window never hides a key
@@ -26,11 +26,7 @@ def _window_mask_kernel(parent_ptr, depth_ptr, prefix_ptr, out_ptr, bs, n_nodes,
     b = tl.program_id(0).to(tl.int64)
     rows = tl.program_id(1) * R + tl.arange(0, R)
     cols = tl.arange(0, NP)
-    boffs = tl.arange(0, BSP)
-    before = tl.sum(tl.load(prefix_ptr + boffs, mask=boffs < b, other=0).to(tl.int64), axis=0)
-    prefix = tl.load(prefix_ptr + b).to(tl.int64)
-    width = prefix + n_nodes
-    row_start = n_nodes * before + b * n_nodes * n_nodes + rows.to(tl.int64) * width
+    prefix, row_start = _request_rows(prefix_ptr, b, rows, n_nodes, BSP)
     live = rows < n_nodes
     d_row = tl.load(depth_ptr + b * n_nodes + rows, mask=live, other=0).to(tl.int64)
     d_col = tl.load(depth_ptr + b * n_nodes + cols, mask=cols < n_nodes, other=0).to(tl.int64)

@@ -51,17 +51,18 @@ def _accept_walk_kernel(tokens_ptr, first_ptr, next_ptr, post_ptr, acc_ptr, len_
     tl.store(bonus_ptr + b, tl.sum(tl.where(offs == cur, post, 0), axis=0))
 
 
-def _check(tokens: torch.Tensor, *others: torch.Tensor) -> None:
+def _walk_shape(tokens: torch.Tensor, *others: torch.Tensor, max_depth: int | None) -> tuple[int, int, int]:
+    """(bs, n, D) of a walk, once the four inputs are checked to be [bs, n] each."""
     if tokens.dim() != 2 or any(o.shape != tokens.shape for o in others):
         raise ValueError("tokens, first_child, next_sibling and posterior must all be [bs, n]")
+    bs, n = tokens.shape
+    return bs, n, n - 1 if max_depth is None else max_depth
 
 
 def accept_walk_triton(tokens: torch.Tensor, first_child: torch.Tensor, next_sibling: torch.Tensor,
                        posterior: torch.Tensor, max_depth: int | None = None
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    _check(tokens, first_child, next_sibling, posterior)
-    bs, n = tokens.shape
-    depth = n - 1 if max_depth is None else max_depth
+    bs, n, depth = _walk_shape(tokens, first_child, next_sibling, posterior, max_depth=max_depth)
     dev = tokens.device
     acc = torch.empty((bs, depth + 1), dtype=torch.int64, device=dev)
     length = torch.empty(bs, dtype=torch.int64, device=dev)
@@ -92,9 +93,7 @@ def accept_walk_torch(tokens: torch.Tensor, first_child: torch.Tensor, next_sibl
                       posterior: torch.Tensor, max_depth: int | None = None
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Reference: rebuilds parent links, then walks all requests in lockstep, one depth per step."""
-    _check(tokens, first_child, next_sibling, posterior)
-    bs, n = tokens.shape
-    depth = n - 1 if max_depth is None else max_depth
+    bs, n, depth = _walk_shape(tokens, first_child, next_sibling, posterior, max_depth=max_depth)
     dev = tokens.device
     parent = parents_from_links(first_child, next_sibling)
     rows = torch.arange(bs, device=dev)

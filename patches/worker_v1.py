@@ -48,13 +48,13 @@ from sglang.srt.speculative.dflash_info import DFlashDraftInput, DFlashVerifyInp
 from sglang.srt.speculative.dflash_utils import resolve_dflash_verify_mask_policy
 from sglang.srt.speculative.dflash_worker import DFlashWorker
 
-from .auto_budget import auto_ladder
 from .kernels import DraftTree, accept_walk
 from .kv_commit import KVCommit, commit_mode, reorder_blocker
 from .node_sampling import NodeSampler, unsupported_sampling_reason
 from .tree_round import draft_server_args, free_past_kept_pages, path_features
 from .tree_stage import StageOut, TreeStage
 from .tree_verify import DDTreeVerifyInput
+from .worker_setup import TreeWorkerSetup, check_validated, draft_block
 
 logger = logging.getLogger(__name__)
 
@@ -178,34 +178,18 @@ def _append_to_requests(reqs: list, packed: torch.Tensor) -> Tuple[List[int], Li
     return commit_lens, bonus
 
 
-class DDTreeWorkerV1(DFlashWorker):
+class DDTreeWorkerV1(TreeWorkerSetup, DFlashWorker):
     """DFlashWorker with a tree verify (see the module docstring)."""
 
     def __init__(self, server_args: ServerArgs, *args, **kwargs):
-        if server_args.speculative_ddtree_budget is None:
-            raise RuntimeError(
-                "DDTREE server args were not validated: speculative_ddtree_budget is unset "
-                "(validate_ddtree_server_args must run after DFlash's validation)."
-            )
-        block = int(server_args.speculative_dflash_block_size or server_args.speculative_num_draft_tokens)
+        check_validated(server_args)
+        block = draft_block(server_args)
         super().__init__(draft_server_args(server_args, block), *args, **kwargs)
         _check_target_graphs(self.target_worker.model_runner)
-        self.topk = int(server_args.speculative_ddtree_topk)
-        ladder = auto_ladder(server_args.speculative_ddtree_budget, block, self.topk)  # None unless `auto`
-        # `auto` here: every round the ladder's widest budget (the per-round choice is the spec-v2 worker's).
-        self.budget = ladder.widest if ladder else int(server_args.speculative_ddtree_budget)
-        self.tree_size = self.budget + 1
-        self.verify_width = int(server_args.speculative_num_draft_tokens)
-        # Longest accepted run per round (root + one node per draft depth).
-        self.max_commit = min(self.budget, self.block_size - 1) + 1
-        self._sample_generator = torch.Generator(device=self.device)
-        self._sample_generator.manual_seed(int(server_args.random_seed or 0))
+        ladder = self._set_up_tree(server_args, block, int(server_args.speculative_num_draft_tokens))
         self._staged: Optional[StageOut] = None  # the draft head hook's tree, consumed by the round's prepare
-        self._tree_stage_instance: Optional[TreeStage] = None  # built at the first draft: the lm_head is DFlash's argument
         req_to_token_pool, _ = self.target_worker.get_memory_pool()  # as DFlash's v1 __init__ reaches it
         self._node_sampler = NodeSampler(req_to_token_pool.req_to_token.shape[0], self.device)
-        self._sampling_backend = getattr(server_args, "sampling_backend", None)
-        self._kv_commit: Optional[KVCommit] = None  # built on first use, from the batch's pool
         # v1 DFlash never runs under the overlap scheduler (SGLang refuses it); a bad
         # DDTREE_KV_COMMIT fails the start.
         self._kv_commit_mode = commit_mode(reorder_blocker(self.page_size, overlap=False, unfenced=None))
@@ -234,7 +218,7 @@ class DDTreeWorkerV1(DFlashWorker):
         return torch.zeros(rows, dtype=torch.int64, device=hidden_states.device)
 
     def _tree_stage(self, lm_head: Any) -> TreeStage:
-        if self._tree_stage_instance is None:
+        if self._tree_stage_instance is None:  # at the first draft: the lm_head is DFlash's argument
             self._tree_stage_instance = TreeStage(lm_head, self.budget, self.topk, self.verify_width,
                                                   graphs=TreeStage.wanted(default=False))
         return self._tree_stage_instance

@@ -63,7 +63,7 @@ from sglang.srt.speculative.dflash_info_v2 import DFlashDraftInputV2
 from sglang.srt.speculative.dflash_worker_v2 import DFlashWorkerV2
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-from .auto_budget import AutoBudget, auto_ladder, prefix_tree, verify_width
+from .auto_budget import AutoBudget, prefix_tree, verify_width
 from .contract import release_takes
 from .graph_capture import install_tree_mask_capture
 from .budget_ladder import PLAIN, mem_cap_bytes, verify_width as width_of_budget
@@ -82,6 +82,7 @@ from .tree_round import (
 from .tree_grammar import TreeGrammar
 from .tree_stage import TreeStage
 from .tree_verify import DDTreeVerifyInput, graph_mask_buffer, mask_reads_prefix, pad_tree
+from .worker_setup import TreeWorkerSetup, check_validated, draft_block
 
 logger = logging.getLogger(__name__)
 
@@ -108,16 +109,12 @@ def resolved_view(server_args: ServerArgs):
     return resolving_view(server_args)
 
 
-class DDTreeWorkerV2(DFlashWorkerV2):
+class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
     """DFlashWorkerV2 with a tree verify (see the module docstring)."""
 
     def __init__(self, server_args: ServerArgs, *args, **kwargs):
         resolved = resolved_view(server_args)
-        if resolved.speculative_ddtree_budget is None:
-            raise RuntimeError(
-                "DDTREE server args were not validated: speculative_ddtree_budget is unset "
-                "(validate_ddtree_server_args must run after DFlash's validation)."
-            )
+        check_validated(resolved)
         target_worker = kwargs.get("target_worker")
         if target_worker is not None and getattr(target_worker.model_runner, "decode_cuda_graph_runner", None):
             raise RuntimeError(
@@ -127,25 +124,14 @@ class DDTreeWorkerV2(DFlashWorkerV2):
             )
         install_tree_mask_capture()
         install_verify_tile()  # the tree-verify tile (DDTREE_VERIFY_TILE): before the target's attention backend binds the kernel
-        block = int(resolved.speculative_dflash_block_size or resolved.speculative_num_draft_tokens)
+        block = draft_block(resolved)
         width = int(resolved.speculative_num_draft_tokens)
         with published_width(block):
             super().__init__(server_args if width == block else draft_server_args(server_args, block), *args, **kwargs)
-        self.topk = int(resolved.speculative_ddtree_topk)
-        ladder = auto_ladder(resolved.speculative_ddtree_budget, block, self.topk)  # None unless `auto`
-        # `auto`: every round builds the tree at the ladder's widest budget and verifies a prefix of it.
-        self.budget = ladder.widest if ladder else int(resolved.speculative_ddtree_budget)
-        self.tree_size = self.budget + 1
-        self.verify_width = width
-        # Longest accepted run per round (root + one node per draft depth): the output stride.
-        self.max_commit = min(self.budget, self.block_size - 1) + 1
-        self._sample_generator = torch.Generator(device=self.device)
-        self._sample_generator.manual_seed(int(resolved.random_seed or 0))
+        ladder = self._set_up_tree(resolved, block, width)
         # Built on first use: SGLang attaches the request pool after the workers are constructed.
         self._node_sampler_instance: NodeSampler | None = None
-        self._sampling_backend = getattr(resolved, "sampling_backend", None)
         self._width_offsets = torch.arange(self.verify_width, device=self.device, dtype=torch.int64)
-        self._kv_commit: KVCommit | None = None  # built on first use: the pool exists by then
         overlap = not getattr(resolved, "disable_overlap_schedule", False)
         fence_slot = barrier_slot(type(self))
         # 0.5.14 (the release whose DFlash state carries `verified_id`) skips the WAR barrier for DFlash.
@@ -156,7 +142,6 @@ class DDTreeWorkerV2(DFlashWorkerV2):
         self._table_fence = (
             TableFence(fence_slot, self.device) if overlap and self._kv_commit_mode == "reorder" else None
         )
-        self._tree_stage_instance: TreeStage | None = None
         self._auto_ladder = ladder
         self._token_cap = getattr(resolved, "chunked_prefill_size", None)
         self._graphs = not getattr(resolved, "disable_cuda_graph", False)

@@ -38,7 +38,7 @@ import shlex
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, TypeVar
 
 from ddtree_patch import fsio
 from ddtree_patch.dropins import DROPIN_ROOT
@@ -46,6 +46,7 @@ from ddtree_patch.errors import CorruptState
 from ddtree_patch.model import Install, Plan
 
 SCHEMA = 1
+_Loaded = TypeVar("_Loaded")  # what a state file is loaded as: a Manifest or a Journal
 
 
 @dataclass(frozen=True)
@@ -364,88 +365,60 @@ def damaged(what: str, install: Install) -> CorruptState:
     return CorruptState(f"{what}; {damaged_advice(install)}", next=reinstall_command(install))
 
 
-def _load_json(install: Install, path: Path, what: str) -> dict[str, Any] | None:
+def _load_state_file(install: Install, path: Path, name: str, cls: type[_Loaded]) -> _Loaded | None:
+    """The manifest or journal at `path` as a `cls`, None where there is none: each field from the JSON
+    as its annotated type (str, int), the changes checked.
+
+    Unreadable JSON, another schema, a missing field, a malformed value or a bad change list:
+    damaged state.
+    """
     check_state_folder(install)
+    what = f"{name} {path}"
     try:
         raw = json.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
-        raise damaged(f"{what} {path} is unreadable ({exc})", install) from exc
+        raise damaged(f"{what} is unreadable ({exc})", install) from exc
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
-        raise damaged(f"{what} {path} has an unknown schema", install)
-    return raw
-
-
-def load_manifest(install: Install) -> Manifest | None:
-    paths = StatePaths(install)
-    raw = _load_json(install, paths.manifest, "manifest")
-    if raw is None:
-        return None
-    what = f"manifest {paths.manifest}"
+        raise damaged(f"{what} has an unknown schema", install)
+    convert = {"str": str, "int": int}
     try:
-        return Manifest(
-            tool_version=str(raw["tool_version"]),
-            sglang_version=str(raw["sglang_version"]),
-            python=str(raw["python"]),
-            applied_at=str(raw["applied_at"]),
-            changes=changes_from_json(install, raw["changes"], what),
-        )
+        values = {f: convert[kind](raw[f]) for f, kind in cls.__annotations__.items() if kind in convert}
+        return cls(**values, changes=changes_from_json(install, raw["changes"], what))
     except KeyError as exc:
         raise damaged(f"{what} lacks field {exc}", install) from exc
-    except CorruptState as exc:
-        raise damaged(exc.message, install) from exc
-
-
-def load_journal(install: Install) -> Journal | None:
-    paths = StatePaths(install)
-    raw = _load_json(install, paths.journal, "journal")
-    if raw is None:
-        return None
-    what = f"journal {paths.journal}"
-    try:
-        journal = Journal(
-            op=str(raw["op"]),
-            tool_version=str(raw["tool_version"]),
-            started_at=str(raw["started_at"]),
-            pid=int(raw["pid"]),
-            changes=changes_from_json(install, raw["changes"], what),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:
         raise damaged(f"{what} is malformed ({exc})", install) from exc
     except CorruptState as exc:
         raise damaged(exc.message, install) from exc
-    if journal.op not in ("apply", "revert"):
-        raise damaged(f"{what} names an unknown operation {journal.op!r}", install)
+
+
+def load_manifest(install: Install) -> Manifest | None:
+    return _load_state_file(install, StatePaths(install).manifest, "manifest", Manifest)
+
+
+def load_journal(install: Install) -> Journal | None:
+    path = StatePaths(install).journal
+    journal = _load_state_file(install, path, "journal", Journal)
+    if journal is not None and journal.op not in ("apply", "revert"):
+        raise damaged(f"journal {path} names an unknown operation {journal.op!r}", install)
     return journal
 
 
-def _dump(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, indent=2, sort_keys=False) + "\n").encode("utf-8")
+def _write_state_file(path: Path, record: Manifest | Journal) -> None:
+    """`record` as the JSON `_load_state_file` reads: the schema, its fields in order, the changes."""
+    fields = {f: getattr(record, f) for f in record.__annotations__ if f not in ("schema", "changes")}
+    body = {"schema": record.schema, **fields, "changes": changes_to_json(record.changes)}
+    fsio.write_atomic(path, (json.dumps(body, indent=2, sort_keys=False) + "\n").encode("utf-8"))
 
 
 def write_manifest(install: Install, manifest: Manifest) -> None:
-    body = {
-        "schema": manifest.schema,
-        "tool_version": manifest.tool_version,
-        "sglang_version": manifest.sglang_version,
-        "python": manifest.python,
-        "applied_at": manifest.applied_at,
-        "changes": changes_to_json(manifest.changes),
-    }
-    fsio.write_atomic(StatePaths(install).manifest, _dump(body))
+    _write_state_file(StatePaths(install).manifest, manifest)
 
 
 def write_journal(install: Install, journal: Journal) -> None:
-    body = {
-        "schema": journal.schema,
-        "op": journal.op,
-        "tool_version": journal.tool_version,
-        "started_at": journal.started_at,
-        "pid": journal.pid,
-        "changes": changes_to_json(journal.changes),
-    }
-    fsio.write_atomic(StatePaths(install).journal, _dump(body))
+    _write_state_file(StatePaths(install).journal, journal)
 
 
 # --- Reading the pristine package while it is patched (for the engine) ---

@@ -20,11 +20,14 @@ from tests.cpu_serverargs.venv_builder import venv_cache
 
 REPO = Path(__file__).resolve().parent.parent
 HELPERS = REPO / "tests" / "cpu_serverargs"
+# Run before each probe: SGLang imports torchvision (and xgrammar) at module level, the CPU venv has neither.
+STAND_IN = "import torchvision_stand_in\ntorchvision_stand_in.install(('xgrammar',))\n"
 
 
 def run_probe(version: str, release_site: Callable[[str], Path], code: str, *args: str,
               repo_on_path: bool = False, env: dict[str, str] | None = None) -> dict:
-    """`code` run by the `version` venv's python (Triton interpreted), its last stdout line as JSON;
+    """`code` run by the `version` venv's python (Triton interpreted) after the torchvision stand-in
+    (tests/cpu_serverargs), its last stdout line as JSON;
     skipped where that venv is not built. `repo_on_path`: the repository root importable too;
     `env`: more environment variables."""
     python = venv_cache() / version / "bin" / "python"
@@ -33,7 +36,7 @@ def run_probe(version: str, release_site: Callable[[str], Path], code: str, *arg
     path = [release_site(version), HELPERS] + ([REPO] if repo_on_path else [])
     environ = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, path)), "PYTHONNOUSERSITE": "1",
                "TRITON_INTERPRET": "1", **(env or {})}
-    done = subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True, env=environ, cwd=REPO,
-                          timeout=600)
+    done = subprocess.run([str(python), "-c", STAND_IN + code, *args], capture_output=True, text=True, env=environ,
+                          cwd=REPO, timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -22,8 +22,6 @@ REPO = Path(__file__).resolve().parent.parent
 
 PROBE = r"""
 import contextlib, inspect, io, json, sys
-import torchvision_stand_in  # SGLang imports torchvision; the CPU venv has none
-torchvision_stand_in.install(("xgrammar",))
 from scripts.gpu import engine_run, gate_check
 from sglang.srt.server_args import ServerArgs
 

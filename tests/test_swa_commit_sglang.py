@@ -21,8 +21,6 @@ PROBE = r"""
 import json, sys, types
 from pathlib import Path
 import torch
-import torchvision_stand_in  # tests/cpu_serverargs: SGLang imports torchvision, the CPU venv has none
-torchvision_stand_in.install(("xgrammar",))
 import sglang.srt.speculative  # noqa: F401
 REPO = Path(sys.argv[1])
 for name, folder in (("sglang.srt.speculative.ddtree", "patches"), ("sglang.srt.speculative.ddtree.kernels", "kernels")):

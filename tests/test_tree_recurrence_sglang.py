@@ -9,23 +9,18 @@ tests/test_kernels_tree_recurrence.py for the derivation rule on DDTree's links.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.release_probe import run_probe
 
 pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv, in a subprocess
 
-REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.5.15"
 
 PROBE = r"""
 import json
 import torch
 import torch.nn.functional as F
-import torchvision_stand_in  # tests/cpu_serverargs: SGLang imports torchvision, the CPU venv has none
-torchvision_stand_in.install(("xgrammar",))
 from sglang.srt.layers.attention.fla.fused_sigmoid_gating_recurrent import fused_sigmoid_gating_delta_rule_update
 from kernels.tree_build import select_tree_torch
 from kernels.vocab_topk import draft_topk_torch

@@ -7,22 +7,17 @@ cached 0.5.15 CPU venv (real SGLang on PYTHONPATH)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.release_probe import run_probe
 
 pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv, in a subprocess
 
-REPO = Path(__file__).resolve().parent.parent
 VERSION = "0.5.15"
 
 PROBE = r"""
 import inspect, json
 import torch
-import torchvision_stand_in  # tests/cpu_serverargs: SGLang imports torchvision, the CPU venv has none
-torchvision_stand_in.install(("xgrammar",))
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea
 from kernels.tree_mask import build_tree_mask_torch
 from kernels.tree_window_reference import tree_window_mask

@@ -18,8 +18,6 @@ VERSION = "0.5.15"
 PROBE = r"""
 import importlib.util, json, sys
 import torch
-import torchvision_stand_in  # tests/cpu_serverargs: SGLang imports torchvision, the CPU venv has none
-torchvision_stand_in.install(("xgrammar",))
 spec = importlib.util.spec_from_file_location("verify_tile", sys.argv[1])
 vt = importlib.util.module_from_spec(spec); spec.loader.exec_module(vt)
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea

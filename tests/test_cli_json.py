@@ -130,24 +130,14 @@ def test_help_shows_flags_as_flags_and_says_what_python_does():
 
 
 def test_interrupted_install_is_reported_by_status_and_audit(site):
-    import errno
-
-    from ddtree_patch import fsio
     from ddtree_patch.errors import WriteFailed
     from ddtree_patch.locate import from_folder
     from ddtree_patch.plan import build_plan
     from ddtree_patch.transaction import apply_plan
-    from tests.txn_helpers import FaultAt
+    from tests.txn_helpers import failing_disk
 
-    def broken_disk(op, path):
-        raise OSError(errno.EIO, "injected", str(path))  # the rollback fails too: the journal stays
-
-    fsio.fault_hook = FaultAt(5, broken_disk, persistent=True)
-    try:
-        with pytest.raises(WriteFailed):
-            apply_plan(build_plan(from_folder(site)), __version__)
-    finally:
-        fsio.fault_hook = None
+    with failing_disk(5), pytest.raises(WriteFailed, match="journal is kept"):
+        apply_plan(build_plan(from_folder(site)), __version__)
     for verb in ("status", "audit"):
         rc, doc = _run(verb, "--target", str(site))
         assert rc == 1 and doc["state"] == "interrupted" and "ddtree-patch apply" in doc["next"], (verb, doc)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import shutil
 import subprocess
@@ -12,14 +11,13 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from ddtree_patch import fsio
 from ddtree_patch.errors import WriteFailed
 from ddtree_patch.state import StatePaths
 from ddtree_patch.status import status
 from ddtree_patch.transaction import Recovery, apply_plan, recover
 from tests.sglang_releases import RELEASES
 from tests.tiny_install import make_tiny_install
-from tests.txn_helpers import FaultAt, handmade_plan
+from tests.txn_helpers import failing_disk, handmade_plan, reinstall
 
 
 @pytest.fixture
@@ -57,24 +55,14 @@ def test_hand_edit_is_drifted(install):
 def test_reinstall_makes_it_stale(install, tmp_path):
     pristine = make_tiny_install(tmp_path / "fresh")
     apply_plan(handmade_plan(install), "1.0")
-    # As `pip install --force-reinstall`: remove what RECORD lists, lay the wheel down again.
-    shutil.rmtree(install.package_dir)
-    shutil.copytree(pristine.package_dir, install.package_dir)
-    shutil.copy2(pristine.record, install.record)
+    reinstall(install, pristine)
     st = status(install)
     assert st.state == "stale" and "ddtree-patch apply" in st.advice
 
 
 def test_crash_is_interrupted_and_a_running_transaction_is_busy(install):
-    def broken_disk(op, path):
-        raise OSError(errno.EIO, "injected", str(path))  # the rollback fails too: journal kept
-
-    fsio.fault_hook = FaultAt(5, broken_disk, persistent=True)
-    try:
-        with pytest.raises(WriteFailed, match="journal is kept"):
-            apply_plan(handmade_plan(install), "1.0")
-    finally:
-        fsio.fault_hook = None
+    with failing_disk(5), pytest.raises(WriteFailed, match="journal is kept"):
+        apply_plan(handmade_plan(install), "1.0")
     st = status(install)
     assert (st.state, st.journal_op, st.busy) == ("interrupted", "apply", False)
     assert "ddtree-patch apply" in st.advice

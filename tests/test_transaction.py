@@ -27,7 +27,7 @@ from ddtree_patch.status import status
 from ddtree_patch.transaction import Recovery, apply, apply_plan, revert
 from tests.read_only_mount import read_only_mount
 from tests.tiny_install import make_tiny_install
-from tests.txn_helpers import TINY_EDITS, FaultAt, handmade_plan, snapshot
+from tests.txn_helpers import TINY_EDITS, failing_disk, handmade_plan, reinstall, snapshot
 
 WRITE_BYTECODE = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -209,16 +209,12 @@ def test_drifted_revert_refuses_with_a_diff_then_force_restores(install):
 def test_stale_state_is_dropped_and_the_new_files_patched(install, tmp_path):
     apply_plan(handmade_plan(install), "1.0")
     fresh = make_tiny_install(tmp_path / "fresh")
-    shutil.rmtree(install.package_dir)
-    shutil.copytree(fresh.package_dir, install.package_dir)
-    shutil.copy2(fresh.record, install.record)
+    reinstall(install, fresh)
     reinstalled = snapshot(install.site_packages)
     assert revert(install).action == "discarded stale state"
     assert snapshot(install.site_packages) == reinstalled and not install.state_dir.exists()
     apply_plan(handmade_plan(install), "1.0")
-    shutil.rmtree(install.package_dir)
-    shutil.copytree(fresh.package_dir, install.package_dir)
-    shutil.copy2(fresh.record, install.record)
+    reinstall(install, fresh)
     result = apply_plan(handmade_plan(install), "1.0")
     assert result.action == "applied" and result.discarded_stale
     assert status(install).state == "patched"
@@ -397,16 +393,8 @@ def test_a_revert_or_a_refused_apply_leaves_nothing_of_ours(install):
 
 def test_a_revert_that_recovers_an_interrupted_apply_says_so(install):
     pristine = snapshot(install.site_packages, with_state=True)
-
-    def broken_disk(op, path):
-        raise OSError(errno.EIO, "injected", str(path))  # the rollback fails too: journal kept
-
-    fsio.fault_hook = FaultAt(12, broken_disk, persistent=True)
-    try:
-        with pytest.raises(WriteFailed, match="journal is kept"):
-            apply_plan(handmade_plan(install), "1.0")
-    finally:
-        fsio.fault_hook = None
+    with failing_disk(12), pytest.raises(WriteFailed, match="journal is kept"):
+        apply_plan(handmade_plan(install), "1.0")
     result = revert(install)
     assert (result.action, result.recovered) == ("reverted", Recovery("apply", "rolled back"))
     lines = result_lines(result, "")

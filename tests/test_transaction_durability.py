@@ -9,7 +9,6 @@ here. Also: recovery never overwrites a file someone changed after the crash.
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 from pathlib import Path
@@ -24,7 +23,7 @@ from ddtree_patch.transaction import apply_plan, revert
 from ddtree_patch.transaction.restore import restore_pristine
 from ddtree_patch.transaction.section import Steps
 from tests.tiny_install import make_tiny_install
-from tests.txn_helpers import FaultAt, handmade_plan, snapshot
+from tests.txn_helpers import failing_disk, handmade_plan, snapshot
 
 
 @pytest.fixture
@@ -106,21 +105,13 @@ def test_a_restored_time_stamp_is_fsynced(install, events):
     _check_order(events.events)
 
 
-def _eio(op, path):
-    raise OSError(errno.EIO, "injected I/O error", str(path))
-
-
 @pytest.mark.parametrize("op", ["apply", "revert"])
 def test_recovery_never_overwrites_a_file_changed_after_the_crash(install, op):
     if op == "revert":
         apply_plan(handmade_plan(install), "1.0")
     steps = 20 if op == "apply" else 6  # past the first replace of a package file
-    fsio.fault_hook = FaultAt(steps, _eio, persistent=True)
-    try:
-        with pytest.raises(WriteFailed, match="journal is kept"):
-            apply_plan(handmade_plan(install), "1.0") if op == "apply" else revert(install)
-    finally:
-        fsio.fault_hook = None
+    with failing_disk(steps), pytest.raises(WriteFailed, match="journal is kept"):
+        apply_plan(handmade_plan(install), "1.0") if op == "apply" else revert(install)
     assert status(install).state == "interrupted"
     edited = install.package_dir / "srt" / "server_args.py"
     edited.write_text("# the user's own edit after the crash\n")

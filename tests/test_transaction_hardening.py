@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import errno
 import io
 import json
 import os
@@ -38,13 +37,9 @@ from ddtree_patch.state import StatePaths
 from ddtree_patch.status import status
 from ddtree_patch.transaction import apply, apply_plan, revert
 from tests.tiny_install import make_tiny_install
-from tests.txn_helpers import FaultAt, Recorder, handmade_plan, snapshot
+from tests.txn_helpers import FaultAt, Recorder, failing_disk, handmade_plan, reinstall, snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _raise_eio(path):
-    raise OSError(errno.EIO, "injected I/O error", str(path))
 
 
 @pytest.fixture
@@ -207,10 +202,7 @@ def test_revert_checks_every_backup_before_the_first_write(install, tmp_path, da
     st = status(install)  # no revert could restore it: damaged, said before anyone needs it
     assert st.state == "damaged" and "spec_info.py" in st.advice and "--force-reinstall" in st.advice
     # The advice: reinstall the release (here by hand, as pip would); then all works again.
-    fresh = make_tiny_install(tmp_path / "fresh")
-    shutil.rmtree(install.package_dir)
-    shutil.copytree(fresh.package_dir, install.package_dir)
-    shutil.copy2(fresh.record, install.record)
+    reinstall(install, make_tiny_install(tmp_path / "fresh"))
     reinstalled = snapshot(install.site_packages)
     assert status(install).state == "stale"
     assert apply_plan(handmade_plan(install), "1.0").action == "applied"
@@ -282,12 +274,8 @@ def test_a_state_without_manifest_keeps_its_backups(install, tmp_path, crash):
         revert(install)
         mid = next(i for i, (op, p) in enumerate(recorder.events)
                    if op == "replace" and p == install.package_dir / "srt" / "server_args.py")
-        fsio.fault_hook = FaultAt(mid + 1, lambda op, p: _raise_eio(p), persistent=True)
-        try:
-            with pytest.raises(WriteFailed, match="journal is kept"):
-                apply_plan(handmade_plan(install), "1.0")
-        finally:
-            fsio.fault_hook = None
+        with failing_disk(mid + 1), pytest.raises(WriteFailed, match="journal is kept"):
+            apply_plan(handmade_plan(install), "1.0")
         StatePaths(install).journal.unlink()
     else:
         apply_plan(handmade_plan(install), "1.0")
@@ -348,12 +336,8 @@ def test_bytecode_that_changes_during_apply_is_not_backed_up_blindly(install):
 def test_interrupted_status_names_the_operation_and_one_way_out(install, op):
     if op == "revert":
         apply_plan(handmade_plan(install), "1.0")
-    fsio.fault_hook = FaultAt(8, lambda o, p: _raise_eio(p), persistent=True)
-    try:
-        with pytest.raises(WriteFailed):
-            apply_plan(handmade_plan(install), "1.0") if op == "apply" else revert(install)
-    finally:
-        fsio.fault_hook = None
+    with failing_disk(8), pytest.raises(WriteFailed):
+        apply_plan(handmade_plan(install), "1.0") if op == "apply" else revert(install)
     st = status(install)
     assert (st.state, st.journal_op) == ("interrupted", op)
     text = "\n".join(result_lines(st, ""))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import shutil
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from ddtree_patch import fsio
 from ddtree_patch.model import AddedFile, FileEdit, Install, Plan
 from ddtree_patch.state import install_state, pristine_view
 
@@ -77,6 +79,13 @@ def snapshot(root: Path, *, with_state: bool = False) -> dict[str, str]:
     return tree
 
 
+def reinstall(install: Install, release: Install) -> None:
+    """As `pip install --force-reinstall`: remove what RECORD lists, lay `release`'s files down again."""
+    shutil.rmtree(install.package_dir)
+    shutil.copytree(release.package_dir, install.package_dir)
+    shutil.copy2(release.record, install.record)
+
+
 def copy_install(install: Install, dest: Path) -> Install:
     """A copy of the whole site-packages (state folder included) and its Install."""
     shutil.copytree(install.site_packages, dest, symlinks=True)
@@ -105,6 +114,20 @@ class FaultAt:
         self.seen += 1
         if index == self.n or (self.persistent and index > self.n):
             self.action(op, path)
+
+
+def _eio(op: str, path: Path) -> None:
+    raise OSError(errno.EIO, "injected I/O error", str(path))
+
+
+@contextmanager
+def failing_disk(at: int) -> Iterator[None]:
+    """Every change from the `at`-th (0-based) on fails with EIO, the rollback's too: the journal is kept."""
+    fsio.fault_hook = FaultAt(at, _eio, persistent=True)
+    try:
+        yield
+    finally:
+        fsio.fault_hook = None
 
 
 class Recorder:

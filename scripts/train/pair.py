@@ -153,6 +153,14 @@ def autocast(device: str):
     return torch.autocast("cuda", dtype=torch.bfloat16) if device == "cuda" else torch.autocast("cpu", enabled=False)
 
 
+def optimise(opt: torch.optim.Optimizer, loss: torch.Tensor, model: torch.nn.Module) -> None:
+    """One step of `opt` on `loss`, the gradient norm of `model` clipped at 1.0."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+
+
 def train_target(model, stream, p: Preset, gen, device: str, log) -> dict:
     opt = torch.optim.AdamW(model.parameters(), lr=p.target_lr, betas=(0.9, 0.95), weight_decay=0.1)
     t0, losses, done = time.time(), [], 0
@@ -166,10 +174,7 @@ def train_target(model, stream, p: Preset, gen, device: str, log) -> dict:
         with autocast(device):
             logits = model(input_ids=x).logits
         loss = F.cross_entropy(logits[:, :-1].float().reshape(-1, logits.shape[-1]), x[:, 1:].reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        optimise(opt, loss, model)
         done = step + 1
         if step % 50 == 0 or done == p.target_steps:
             losses.append(loss.item())
@@ -265,10 +270,7 @@ def train_draft(draft, target, tap, stream, p: Preset, gen, device: str, log, ro
         anchors = dd.sample_anchors(p.draft_batch, p.seq, p.block, p.draft_anchors, gen, ids.device)
         loss, acc = draft_loss(draft, embed, lm_head, feats, ids, anchors, p, weights, device,
                                None if p.draft_labels == "text" else choices)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(draft.parameters(), 1.0)
-        opt.step()
+        optimise(opt, loss, draft)
         done = step + 1
         if step % 50 == 0 or done == p.draft_steps:
             losses.append((round(loss.item(), 4), round(acc.item(), 4)))

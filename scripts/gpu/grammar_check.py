@@ -25,7 +25,6 @@ on --target: a sampled check on target_struct has no power (one token takes near
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -34,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from scripts.gpu.sampling_check import ALPHA, homogeneity, run_engine
+from scripts.gpu.sampling_check import ALPHA, check_parser, homogeneity, run_engine
 
 _CONSTRAINTS = json.loads((Path(__file__).resolve().parents[2] / "fixtures" / "grammar_constraints.json").read_text())
 SCHEMAS, REGEXES, EBNF = _CONSTRAINTS["json_schemas"], _CONSTRAINTS["regexes"], _CONSTRAINTS["ebnf"]
@@ -160,11 +159,9 @@ def judge(plain: dict, ddtree: dict, biased: dict, positions: int) -> bool:
 
 
 def main() -> int:
-    if sys.argv[1:2] == ["--engine"]:
-        engine_main(sys.argv[2], sys.argv[3])
+    ap = check_parser(__doc__, engine_main)
+    if ap is None:
         return 0
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out_dir", type=Path)
     ap.add_argument("--target", required=True)
     ap.add_argument("--draft", required=True)
     ap.add_argument("--sampled-target", default=None,

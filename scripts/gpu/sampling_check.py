@@ -58,6 +58,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -148,6 +149,17 @@ def run_engine(name: str, cfg: dict, out_dir: Path, env: dict | None = None, *,
         tail = (out_dir / f"{name}.log").read_text()[-3000:]
         raise SystemExit(f"engine {name} failed (rc={rc}):\n{tail}")
     return json.loads(res_path.read_text())
+
+
+def check_parser(doc: str, engine: Callable[[str, str], None]) -> argparse.ArgumentParser | None:
+    """A check's command line. As `run_engine` starts it (`--engine CFG OUT`): runs `engine(CFG, OUT)`,
+    returns None; else the check's parser, its first argument the output folder."""
+    if sys.argv[1:2] == ["--engine"]:
+        engine(sys.argv[2], sys.argv[3])
+        return None
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("out_dir", type=Path)
+    return ap
 
 
 def _bins(pooled: dict[int, int], min_count: int) -> list[list[int]]:
@@ -266,11 +278,9 @@ def judge(settings: dict, plain: dict, ddtree: dict, biased: dict, positions: in
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--engine":
-        engine_main(sys.argv[2], sys.argv[3])
+    ap = check_parser(__doc__, engine_main)
+    if ap is None:
         return
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("out_dir", type=Path)
     ap.add_argument("--target", default="/tmp/models/target_rand")
     ap.add_argument("--draft", default="/tmp/models/draft_rand")
     ap.add_argument("--make-models", type=Path, help="build gpurig models of --vocab tokens here and use them")

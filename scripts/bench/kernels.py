@@ -521,15 +521,10 @@ def bench_posterior(args: argparse.Namespace, timer: Timer) -> list[dict]:
     dev, rows, vocab = args.device, args.rows, args.vocab
     records, table, split_errors = [], [], []
     for bs in args.batch:
-        gen = torch.Generator(device=dev).manual_seed(bs * 7 + rows)
-        parent = torch.arange(rows, device=dev).expand(bs, rows) - 1  # a chain: the deepest paths
-        tokens = torch.randint(0, vocab, (bs, rows), generator=gen, device=dev)
+        gen, parent, tokens = _chain_round(bs, rows, vocab, dev, seed=bs * 7 + rows)
         seed = torch.randint(0, 2**62, (bs,), generator=gen, device=dev)
         positions = torch.arange(rows, device=dev).expand(bs, rows) + 1000
-        pen = _kept_lists(Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
-                                    frequency=torch.full((bs,), 0.5, device=dev),
-                                    presence=torch.full((bs,), 0.3, device=dev),
-                                    repetition=torch.full((bs,), 1.3, device=dev)))
+        pen = _kept_lists(_penalties(bs, vocab, gen, dev))
         penalise = lambda x: apply_path_penalties(x, tokens, parent, min(args.depth, rows - 1), pen, None,  # noqa: E731
                                                   in_place=True)
         for shape, scale in (("peaked", 4.0), ("flat", 0.3)):
@@ -705,6 +700,22 @@ def bench_posterior_profile(args: argparse.Namespace, timer: Timer) -> list[dict
     return out
 
 
+def _chain_round(bs: int, rows: int, vocab: int, dev: str, seed: int
+                 ) -> tuple[torch.Generator, torch.Tensor, torch.Tensor]:
+    """A round's generator (seeded `seed`), tree (a chain: the deepest paths) and draft tokens."""
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    parent = torch.arange(rows, device=dev).expand(bs, rows) - 1
+    tokens = torch.randint(0, vocab, (bs, rows), generator=gen, device=dev)
+    return gen, parent, tokens
+
+
+def _penalties(bs: int, vocab: int, gen: torch.Generator, dev: str) -> Penalties:
+    """The sections' penalties: 0.5% of the vocabulary counted; frequency 0.5, presence 0.3, repetition 1.3."""
+    return Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
+                     frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
+                     repetition=torch.full((bs,), 1.3, device=dev))
+
+
 def _kept_lists(pen: Penalties) -> Penalties:
     """`pen` with its touched lists kept as the runtime keeps them (`TouchedLists`, listed once at a restart)."""
     bs, vocab = pen.counts.shape
@@ -722,12 +733,8 @@ def bench_penalties(args: argparse.Namespace, timer: Timer) -> list[dict]:
     dev, rows, vocab = args.device, args.rows, args.vocab
     records, table, differ = [], [], []
     for bs in args.batch:
-        gen = torch.Generator(device=dev).manual_seed(bs * 11 + rows)
-        parent = torch.arange(rows, device=dev).expand(bs, rows) - 1  # a chain: the deepest paths
-        tokens = torch.randint(0, vocab, (bs, rows), generator=gen, device=dev)
-        pen = Penalties(counts=(torch.rand(bs, vocab, generator=gen, device=dev) < 0.005).float(),
-                        frequency=torch.full((bs,), 0.5, device=dev), presence=torch.full((bs,), 0.3, device=dev),
-                        repetition=torch.full((bs,), 1.3, device=dev))
+        gen, parent, tokens = _chain_round(bs, rows, vocab, dev, seed=bs * 11 + rows)
+        pen = _penalties(bs, vocab, gen, dev)
         logits = torch.randn(bs, rows, vocab, generator=gen, device=dev) * 4
         work = logits.clone()
         depth = min(args.depth, rows - 1)

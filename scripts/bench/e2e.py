@@ -40,6 +40,9 @@ RUNTIME_SWITCHES = ("DDTREE_VERIFY_TILE", "DDTREE_GRAPH_TREE_STAGE", "DDTREE_KV_
                     "DDTREE_AUTO_MAX_BUDGET")  # runtime switches, read by the engines
 BATCHES = (1, 8, 32)
 BIG_BATCHES = (1, 2, 4, 8, 16, 32, 64)
+# the eager-stage variant, as both phases' options describe it
+EAGER_STAGE_HELP = ("with DDTREE_GRAPH_TREE_STAGE=0 (its tree stage launched kernel by kernel), beside the default "
+                    "(one CUDA graph replay)")
 METHOD = [
     "- Each configuration is one SGLang `Engine` started once in its own process and kept alive "
     "(start-up is ~45 s, so restarting per repeat is not affordable). Timing begins when every engine "
@@ -517,8 +520,7 @@ def main() -> None:
     ap.add_argument("--no-plain", action="store_true",
                     help="pair phases without the plain engine (a further group of budgets beside DFLASH)")
     ap.add_argument("--eager-stage-budgets", nargs="*", type=int, default=[],
-                    help="also run DDTREE at these budgets with DDTREE_GRAPH_TREE_STAGE=0 (the tree stage "
-                         "launched kernel by kernel), beside the default (one CUDA graph replay)")
+                    help=f"also run DDTREE at these budgets {EAGER_STAGE_HELP}")
     ap.add_argument("--auto", action="store_true",
                     help="pair phases: also DDTREE with --speculative-ddtree-budget auto (engine ddtree_auto; "
                          "with CUDA graphs it captures a verify graph per ladder width)")
@@ -530,8 +532,7 @@ def main() -> None:
                     help="also run the 8B-shape DDTREE on triton with DDTREE_VERIFY_TILE=TILE (e.g. M32N64w4, or "
                          "sglang for SGLang's own tile), one engine per tile, beside the default")
     ap.add_argument("--big-eager-stage", action="store_true",
-                    help="also run the 8B-shape DDTREE on triton with DDTREE_GRAPH_TREE_STAGE=0 (its tree stage "
-                         "launched kernel by kernel), beside the default (one CUDA graph replay)")
+                    help=f"also run the 8B-shape DDTREE on triton {EAGER_STAGE_HELP}")
     ap.add_argument("--big-reorder", action="store_true",
                     help="also run the 8B-shape DDTREE on triton with DDTREE_KV_COMMIT=reorder (the move-free, "
                          "fenced KV commit), beside the default (the move)")

@@ -224,9 +224,10 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
         budget = self._auto_budget.choose(bs) if self._auto_budget else self.budget
         tree_size = budget + 1
         width = self._auto_budget.width(budget) if self._auto_budget else self.verify_width
-        if budget == PLAIN:  # `auto` decodes plainly: no draft pass, the target verifies the root alone
+        if budget == PLAIN:  # a root-only tree (`auto`'s plain rung, or budget 0) needs no draft pass
             widest = None
-            round_tree = tree = root_only_tree(bs, prefix_lens.device)
+            round_tree = root_only_tree(bs, prefix_lens.device)
+            tree = pad_tree(round_tree, width)  # `auto`: width 1; budget 0: the block's width
         else:
             staged = self._tree_stage()(self._draft_features(batch, draft_input, bound_cpu))
             widest, round_tree, tree = staged.tree, staged.tree, staged.padded

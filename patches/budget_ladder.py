@@ -219,7 +219,7 @@ class WidthChooser:
         return fits or [self.ladder.budgets[0]]
 
     def expected_tokens(self, budget: int) -> float:
-        if self.gains is None or budget == PLAIN:
+        if self.gains is None:  # (the plain rung's gain is 0: 1 token)
             return 1.0
         return 1.0 + self.calibration.ratio(budget) * self.gains[self.ladder.budgets.index(budget)]
 

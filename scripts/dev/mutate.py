@@ -55,7 +55,8 @@ def copy_repo(dest: Path) -> None:
 def run_tests(copy: Path, tests: tuple[str, ...], timeout_s: int = TIMEOUT_S) -> tuple[int | None, str]:
     """pytest's exit status (None on timeout) and its last lines."""
     env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests]
+    # heavy tests count as slow (tests/conftest.py) but install nothing: mutants name them
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "heavy or not slow", *tests]
     try:
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -86,6 +86,8 @@ def run_mutant(copy: Path, m: Mutant) -> Outcome:
     seconds = time.monotonic() - start
     if rc is None:
         return Outcome(m, "TIMEOUT", seconds, tail)
+    if rc == 0 and " passed" not in tail:  # every named test skipped: nothing judged the mutant
+        return Outcome(m, "ERROR", seconds, f"its tests ran none: {tail}")
     if rc == 0:
         return Outcome(m, "SURVIVED", seconds, tail)
     if rc in (1, 2):  # test failures, or a collection error the mutant caused

@@ -28,15 +28,14 @@ from typing import Any, Callable, Collection, Iterator, NamedTuple, Optional, Se
 import torch
 
 from .budget_ladder import (
-    PLAIN, Ladder, WidthChooser, batch_bucket, build_ladder, is_auto, max_budget_setting, plain_setting,
-    verify_width as width_of_budget,
+    LOG_EVERY_ENV, PLAIN, Ladder, WidthChooser, batch_bucket, build_ladder, is_auto, max_budget_setting,
+    plain_setting, verify_width as width_of_budget,
 )
 from .kernels import DraftTree
 from .server_args import MAX_BUDGET
 
 logger = logging.getLogger(__name__)
 LOG_EVERY = 200  # rounds between two info lines of the budgets chosen
-LOG_EVERY_ENV = "DDTREE_AUTO_LOG_EVERY"  # another interval, the line then at warning level (visible in the GPU matrix)
 IN_FLIGHT = 8  # rounds whose statistics may be on their way back at once (more are not collected)
 
 

@@ -21,8 +21,8 @@ The chooser only reads statistics of rounds already finished, so a round never w
 
 Plain decoding may be a rung too (budget 0, `PLAIN`; DDTREE_AUTO_PLAIN=1): the round skips the
 draft pass and the tree, and the target verifies each request's last token alone, which emits
-exactly one token (no calibration applies). Where the batch is large and the drafter weak, that is what maximises tokens per second.
-The drafter loses nothing: its KV is filled from the target's features of every committed token
+exactly one token (no calibration applies). Where the batch is large and the drafter weak, that
+is what maximises tokens per second. The drafter loses nothing: its KV is filled from the target's features of every committed token
 after each verify, a plain round's token included, so the next tree round drafts as usual.
 """
 
@@ -41,6 +41,7 @@ MAX_BUDGET_ENV = "DDTREE_AUTO_MAX_BUDGET"
 AUTO = "auto"
 
 
+LOG_EVERY_ENV = "DDTREE_AUTO_LOG_EVERY"  # rounds between chosen-budget lines, then at warning level (GPU matrix)
 PLAIN = 0  # the rung that decodes plainly: no draft pass, the target verifies the root alone
 PLAIN_ENV = "DDTREE_AUTO_PLAIN"
 

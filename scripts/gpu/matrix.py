@@ -27,6 +27,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from patches.budget_ladder import LOG_EVERY_ENV as AUTO_LOG_EVERY_ENV  # how often the auto worker logs its budgets
+
 ENGINE_MODULE = "scripts.gpu.engine_run"  # one engine per subprocess: python -m ENGINE_MODULE CONFIG OUT
 REPO = Path(__file__).resolve().parents[2]
 CUTLASS_STAND_IN = REPO / "gpurig" / "stubs-extra" / "cutlass-permissive"  # the MLA rows' (model_path_prepend)
@@ -65,7 +67,6 @@ AUTO_WIDTHS_LOG = "DDTREE auto: target verify graphs at widths"
 AUTO_GRAPHED_LOG = "no target verify graph at its width"
 AUTO_CHOSEN_LOG = "DDTREE auto budget: batch<="
 AUTO_LOG_EVERY = 4
-AUTO_LOG_EVERY_ENV = "DDTREE_AUTO_LOG_EVERY"  # the auto worker logs its budgets per batch bucket this often
 AUTO_BESIDE = ("ddtree_b8_struct_eager", "ddtree_b8_struct_cg", "ddtree_b8_rand_eager", "ddtree_b8_rand_cg",
                "ddtree_b64_offchain_cg")  # the rows the `auto` rows copy (the engine, prompts, judging)
 

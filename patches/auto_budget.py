@@ -28,8 +28,8 @@ from typing import Any, Callable, Collection, Iterator, NamedTuple, Optional, Se
 import torch
 
 from .budget_ladder import (
-    LOG_EVERY_ENV, PLAIN, Ladder, WidthChooser, batch_bucket, build_ladder, is_auto, max_budget_setting,
-    plain_setting, verify_width as width_of_budget,
+    LOG_EVERY_ENV, PLAIN, Ladder, WidthChooser, batch_bucket, budget_width, build_ladder, is_auto,
+    max_budget_setting, plain_setting,
 )
 from .kernels import DraftTree
 from .server_args import MAX_BUDGET
@@ -151,21 +151,21 @@ class AutoBudget:
         token_cap = token_cap if token_cap is not None and token_cap > 0 else None
         if graph_widths is not None:
             why = dict(trimmed)
-            for width in sorted({width_of_budget(b, block) for b in ladder.budgets} - set(graph_widths)):
+            for width in sorted({budget_width(b, block) for b in ladder.budgets} - set(graph_widths)):
                 ladder = ladder.restricted(
-                    [b for b in ladder.budgets if width_of_budget(b, block) != width],
+                    [b for b in ladder.budgets if budget_width(b, block) != width],
                     f"no target verify graph at its width ({why.get(width, 'not captured')}; "
                     "with --disable-cuda-graph auto chooses every width)",
                 )
         elif token_cap is not None:
-            fits = [b for b in ladder.budgets if width_of_budget(b, block) <= token_cap] or [ladder.budgets[0]]
+            fits = [b for b in ladder.budgets if budget_width(b, block) <= token_cap] or [ladder.budgets[0]]
             ladder = ladder.restricted(fits, f"its verify exceeds --chunked-prefill-size {token_cap} tokens")
         auto = cls(ladder, block, device, token_cap)
         logger.warning("%s (verify tokens per round capped at %s)", ladder.describe(), token_cap)  # once
         return auto
 
     def width(self, budget: int) -> int:
-        return width_of_budget(budget, self.block)
+        return budget_width(budget, self.block)
 
     def choose(self, bs: int) -> int:
         """The round's budget, from the rounds already finished; starts the round's clock."""

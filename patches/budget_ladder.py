@@ -22,8 +22,9 @@ The chooser only reads statistics of rounds already finished, so a round never w
 Plain decoding may be a rung too (budget 0, `PLAIN`; DDTREE_AUTO_PLAIN=1): the round skips the
 draft pass and the tree, and the target verifies each request's last token alone, which emits
 exactly one token (no calibration applies). Where the batch is large and the drafter weak, that
-is what maximises tokens per second. The drafter loses nothing: its KV is filled from the target's features of every committed token
-after each verify, a plain round's token included, so the next tree round drafts as usual.
+is what maximises tokens per second. The drafter loses nothing: its KV is filled from the target's
+features of every committed token after each verify, a plain round's token included, so the next
+tree round drafts as usual.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def plain_setting(environ: Optional[dict] = None) -> bool:
     raise ValueError(f"{PLAIN_ENV} must be 1 or 0, got {raw!r}.")
 
 
-def verify_width(budget: int, block: int) -> int:
+def budget_width(budget: int, block: int) -> int:
     """Tokens per request the target verifies for `budget`: the root alone for the plain rung; else
     the tree, padded to the draft block (a fixed budget's width)."""
     return 1 if budget == PLAIN else max(budget + 1, block)

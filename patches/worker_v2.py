@@ -66,7 +66,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 from .auto_budget import AutoBudget, prefix_tree, verify_width
 from .contract import release_takes
 from .graph_capture import install_tree_mask_capture
-from .budget_ladder import PLAIN, mem_cap_bytes, verify_width as width_of_budget
+from .budget_ladder import PLAIN, budget_width, mem_cap_bytes
 from .verify_graphs import WidthGraphs, published_width
 from .verify_tile import install as install_verify_tile
 from .kernels import accept_walk
@@ -171,7 +171,7 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
         graph_widths, trimmed = None, ()
         if target.decode_cuda_graph_runner is not None:
             self._width_graphs = WidthGraphs(target, self.verify_width)
-            self._width_graphs.capture({width_of_budget(b, block) for b in ladder.budgets}, target.server_args,
+            self._width_graphs.capture({budget_width(b, block) for b in ladder.budgets}, target.server_args,
                                        mem_cap_bytes())
             graph_widths, trimmed = self._width_graphs.widths, self._width_graphs.trimmed
             logger.warning("DDTREE auto: target verify graphs at widths %s (%.2f GiB beyond the target's own)",

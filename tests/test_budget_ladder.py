@@ -15,7 +15,7 @@ from patches.budget_ladder import (
     is_auto,
     max_budget_setting,
     plain_setting,
-    verify_width,
+    budget_width,
 )
 
 
@@ -58,7 +58,7 @@ def test_the_plain_rung_leads_the_ladder_and_verifies_one_token():
     ladder = build_ladder(16, None, 64, 2047, plain=True)
     assert ladder.budgets == (PLAIN, 15, 16, 32, 64)
     assert ladder.describe().startswith("DDTREE auto budget ladder: 0 (plain decoding), 15, 16, 32, 64; trimmed:")
-    assert [verify_width(b, 16) for b in ladder.budgets] == [1, 16, 17, 33, 65]
+    assert [budget_width(b, 16) for b in ladder.budgets] == [1, 16, 17, 33, 65]
     assert not plain_setting({}) and plain_setting({PLAIN_ENV: "1"}) and not plain_setting({PLAIN_ENV: "0"})
     with pytest.raises(ValueError, match=PLAIN_ENV):
         plain_setting({PLAIN_ENV: "sometimes"})
@@ -180,7 +180,7 @@ def test_plain_wins_where_every_tree_costs_more_than_it_gains():
     """A plain round emits one token and calibrates nothing; at a batch where a tree round costs more
     than (1 + its gain) plain rounds, plain is chosen, and where trees are cheap, a tree is."""
     ladder = Ladder((PLAIN, 7, 16))
-    chooser = WidthChooser(ladder, lambda b: verify_width(b, 8), explore_every=0)
+    chooser = WidthChooser(ladder, lambda b: budget_width(b, 8), explore_every=0)
     chooser.observe_gains([0.0, 1.0, 1.2])
     cost = {(1, PLAIN): 1.0, (1, 7): 1.2, (1, 16): 1.5, (64, PLAIN): 1.0, (64, 7): 2.5, (64, 16): 3.0}
     for bs in (1, 64):

@@ -1,11 +1,20 @@
-"""The path-window verify mask on the GPU: tree_window_reference.py's rule as one Triton kernel.
+"""The path-window verify mask, derived inside the verify from the tree mask SGLang hands the kernel.
 
-Same layout as `tree_mask.build_tree_mask` (prefix columns written): row i of request b shows prefix
-column c when `L + depth[i] - c <= window` and tree column j when j is an ancestor-or-self of i and
-`depth[i] - depth[j] <= window` (window < 0: no window, the plain tree mask). `depth` is the draft
-tree's own (`DraftTree.depth`). `prefix_lens_sum` (SGLang's `seq_lens_sum`) sizes the output and may
-be an upper bound (the tail is False); the kernel reads nothing back, so a CUDA graph can capture it.
-On CPU tensors the torch reference runs.
+A sliding-window layer's verify call carries the tree mask (`tree_mask.build_tree_mask` layout,
+prefix columns possibly unwritten), `mask_indptr` (where each request's `[n, L + n]` block starts)
+and the verify width n; nothing else of the tree. That is enough for tree_window_reference.py's
+rule: request b's prefix length is `(mask_indptr[b+1] - mask_indptr[b]) / n - n`, and a node's depth
+is the number of tree columns its row shows, less one (its ancestors and itself). Row i then shows
+prefix column c when `L + depth[i] - c <= window` and tree column j when the tree mask shows it and
+`depth[i] - depth[j] <= window`.
+
+Deriving it there, rather than from the round's tree, keeps it right under CUDA graphs: the kernel
+reads only the buffers the captured verify already reads, and it needs no host value (no sync). The
+output has the tree mask's size; positions past `mask_indptr[bs]` (a graph buffer's slack) are
+never written and never read. Padding nodes (`tree_verify.pad_tree`) get depth 1 instead of 0;
+their rows are never read.
+
+Triton on CUDA; on CPU the torch version below (sync-free as well).
 """
 
 from __future__ import annotations
@@ -14,55 +23,94 @@ import torch
 import triton
 import triton.language as tl
 
-from .tree_mask import _ancestors, _request_rows, _row_block, mask_numel
-from .tree_window_reference import tree_window_mask
+from .tree_mask import _row_block
 
 _NO_WINDOW = 2**30  # wider than any sequence: the window never hides a key
 
 
 @triton.jit
-def _window_mask_kernel(parent_ptr, depth_ptr, prefix_ptr, out_ptr, bs, n_nodes, window,
-                        R: tl.constexpr, NP: tl.constexpr, BSP: tl.constexpr, PB: tl.constexpr):
+def _depths(mask_ptr, start, width, prefix, nodes, n_nodes, NP: tl.constexpr, KB: tl.constexpr):
+    """int64 depth of each of `nodes`: the tree columns its mask row shows, less one."""
+    live = nodes < n_nodes
+    acc = tl.zeros(nodes.shape, tl.int64)
+    koffs = tl.arange(0, KB)
+    for k0 in range(0, n_nodes, KB):
+        k = k0 + koffs
+        seen = tl.load(mask_ptr + start + nodes.to(tl.int64)[:, None] * width + prefix + k[None, :],
+                       mask=live[:, None] & (k[None, :] < n_nodes), other=0)
+        acc += tl.sum((seen != 0).to(tl.int64), axis=1)
+    return acc - 1
+
+
+@triton.jit
+def _window_mask_kernel(mask_ptr, indptr_ptr, out_ptr, n_nodes, window,
+                        R: tl.constexpr, NP: tl.constexpr, KB: tl.constexpr, PB: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     rows = tl.program_id(1) * R + tl.arange(0, R)
     cols = tl.arange(0, NP)
-    prefix, row_start = _request_rows(prefix_ptr, b, rows, n_nodes, BSP)
+    start = tl.load(indptr_ptr + b).to(tl.int64)
+    width = (tl.load(indptr_ptr + b + 1).to(tl.int64) - start) // n_nodes
+    prefix = width - n_nodes
     live = rows < n_nodes
-    d_row = tl.load(depth_ptr + b * n_nodes + rows, mask=live, other=0).to(tl.int64)
-    d_col = tl.load(depth_ptr + b * n_nodes + cols, mask=cols < n_nodes, other=0).to(tl.int64)
-    anc = _ancestors(parent_ptr, b, rows, cols, n_nodes)
-    seen = anc & ((d_row[:, None] - d_col[None, :]) <= window)
-    tl.store(out_ptr + row_start[:, None] + prefix + cols[None, :], seen,
-             mask=live[:, None] & (cols[None, :] < n_nodes))
+    d_row = _depths(mask_ptr, start, width, prefix, rows, n_nodes, NP, KB)
+    d_col = _depths(mask_ptr, start, width, prefix, cols, n_nodes, NP, KB)
+    row_start = start + rows.to(tl.int64) * width
+    tree = live[:, None] & (cols[None, :] < n_nodes)
+    shown = tl.load(mask_ptr + row_start[:, None] + prefix + cols[None, :], mask=tree, other=0) != 0
+    tl.store(out_ptr + row_start[:, None] + prefix + cols[None, :],
+             shown & ((d_row[:, None] - d_col[None, :]) <= window), mask=tree)
     poffs = tl.arange(0, PB)
-    for start in range(0, prefix, PB):
-        c = start + poffs
+    for p0 in range(0, prefix, PB):
+        c = p0 + poffs
         tl.store(out_ptr + row_start[:, None] + c[None, :], (prefix + d_row[:, None] - c[None, :]) <= window,
                  mask=live[:, None] & (c[None, :] < prefix))
 
 
-def build_tree_window_mask_triton(parent: torch.Tensor, depth: torch.Tensor, prefix_lens: torch.Tensor,
-                                  prefix_lens_sum: int, window: int) -> torch.Tensor:
-    if parent.dim() != 2 or depth.shape != parent.shape:
-        raise ValueError(f"parent and depth must both be [bs, n], got {tuple(parent.shape)} and {tuple(depth.shape)}")
-    bs, n = parent.shape
-    out = torch.zeros(mask_numel(n, bs, prefix_lens_sum), dtype=torch.bool, device=parent.device)
-    if bs == 0:
+def path_window_mask_triton(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, n_nodes: int,
+                            window: int) -> torch.Tensor:
+    bs = mask_indptr.numel() - 1
+    out = torch.empty_like(tree_mask)
+    if bs <= 0 or n_nodes <= 0:
         return out
-    np_cols = triton.next_power_of_2(n)
+    np_cols = triton.next_power_of_2(n_nodes)
     rows = _row_block(np_cols)
-    _window_mask_kernel[(bs, triton.cdiv(n, rows))](
-        parent.contiguous(), depth.contiguous(), prefix_lens.contiguous(), out, bs, n,
-        window if window >= 0 else _NO_WINDOW, R=rows, NP=np_cols, BSP=triton.next_power_of_2(bs), PB=256)
+    _window_mask_kernel[(bs, triton.cdiv(n_nodes, rows))](
+        tree_mask, mask_indptr.contiguous(), out, n_nodes, window if window >= 0 else _NO_WINDOW,
+        R=rows, NP=np_cols, KB=16, PB=256)
     return out
 
 
-def build_tree_window_mask(parent: torch.Tensor, depth: torch.Tensor, prefix_lens: torch.Tensor,
-                           prefix_lens_sum: int, window: int) -> torch.Tensor:
-    """Flat bool path-window mask of all requests (module docstring); Triton on CUDA."""
-    if parent.is_cuda:
-        return build_tree_window_mask_triton(parent, depth, prefix_lens, prefix_lens_sum, window)
-    mask = tree_window_mask(parent, prefix_lens, window)
-    out = torch.zeros(mask_numel(parent.shape[1], parent.shape[0], prefix_lens_sum), dtype=torch.bool)
-    out[:mask.numel()] = mask  # `prefix_lens_sum` may be an upper bound: the tail stays False
-    return out
+def path_window_mask_torch(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, n_nodes: int,
+                           window: int) -> torch.Tensor:
+    """The same mask with torch ops over every position (past `mask_indptr[bs]`: False)."""
+    bs = mask_indptr.numel() - 1
+    out = torch.zeros_like(tree_mask)
+    if bs <= 0 or n_nodes <= 0:
+        return out
+    indptr = mask_indptr.to(torch.int64)
+    k = torch.arange(tree_mask.numel(), device=tree_mask.device)
+    request = torch.searchsorted(indptr[1:], k, right=True)
+    live = request < bs
+    request = request.clamp(max=bs - 1)
+    start = indptr[request]
+    width = (indptr[request + 1] - start) // n_nodes
+    prefix = width - n_nodes
+    row, col = (k - start).div(width, rounding_mode="floor"), (k - start).remainder(width)
+    node_col = col - prefix
+    is_tree = live & (node_col >= 0)
+    shown = tree_mask != 0
+    depth = torch.zeros(bs * n_nodes, dtype=torch.int64, device=tree_mask.device)
+    depth.scatter_add_(0, (request * n_nodes + row).clamp(0, bs * n_nodes - 1), (is_tree & shown).to(torch.int64))
+    depth -= 1
+    d_row = depth[(request * n_nodes + row).clamp(0, bs * n_nodes - 1)]
+    d_key = depth[(request * n_nodes + node_col).clamp(0, bs * n_nodes - 1)]
+    limit = window if window >= 0 else _NO_WINDOW
+    visible = torch.where(is_tree, shown & (d_row - d_key <= limit), prefix + d_row - col <= limit)
+    return (visible & live).to(tree_mask.dtype)
+
+
+def path_window_mask(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, n_nodes: int, window: int) -> torch.Tensor:
+    """Flat path-window mask of a verify call (module docstring); Triton on CUDA, torch elsewhere."""
+    if tree_mask.is_cuda:
+        return path_window_mask_triton(tree_mask, mask_indptr, n_nodes, window)
+    return path_window_mask_torch(tree_mask, mask_indptr, n_nodes, window)

@@ -37,13 +37,20 @@ MLA_REFUSED_BACKENDS: dict[str, str] = {
            "does not drive",
 }
 
+# Backends on which DDTREE gives a sliding-window layer each node's window along its tree path
+# (patches/tree_window.py wraps Triton's extend kernel), and why the others cannot.
+SWA_TREE_BACKENDS = ("triton",)
+SWA_REFUSED_BACKENDS: dict[str, str] = {
+    "flashinfer": "FlashInfer's sliding-window wrappers measure window_left from a query's row in the verify, "
+                  "not from the node's position, and DDTREE does not rewrite them",
+}
 SWA_REASON = (
-    "sliding-window layers: SGLang measures a verify query's window from its row in the verify "
-    "(prefix + node index), not from the node's position (prefix + depth), so branch nodes lose "
-    "prefix keys. The path-window verify call (patches/tree_window.py) is exact on 0.5.15's Triton "
-    "kernel (tests/test_tree_window_sglang.py) but not wired into the round (the round does not build "
-    "the path-window mask nor install the wrapper); the SWA KV pool's commit of accepted nodes is "
-    "right on 0.5.15's pool (tests/test_swa_commit_sglang.py) but has not run on a GPU"
+    "sliding-window layers: SGLang measures a verify query's window from its row (prefix + node index), "
+    "not from the node's position (prefix + depth); DDTREE wraps Triton's extend kernel so each node "
+    "sees its window along its own path (patches/tree_window.py, exact on 0.5.15's kernel on a CPU: "
+    "tests/test_tree_window_sglang.py), and the SWA KV pool commits the accepted nodes "
+    "(tests/test_swa_commit_sglang.py). Triton only, SGLang 0.5.14+; sinks and shared KV ride along "
+    "unchanged but have not run"
 )
 GDN_REASON = (
     "Gated DeltaNet layers: SGLang's GDN verify runs each node from its parent's cached state only "
@@ -65,6 +72,7 @@ class Architecture:
     reason: str  # why served / why refused
     config: dict[str, Any] = field(default_factory=dict)  # the config keys the gates read
     mla: bool = False
+    window: bool = False  # has sliding-window layers
     checked: str = "not run yet"
 
     @property
@@ -72,6 +80,8 @@ class Architecture:
         """Attention backends DDTREE accepts for it (none when refused)."""
         if self.status != "served":
             return ()
+        if self.window:
+            return SWA_TREE_BACKENDS
         return MLA_TREE_BACKENDS if self.mla else MHA_TREE_BACKENDS
 
 
@@ -98,13 +108,13 @@ ARCHITECTURES: tuple[Architecture, ...] = (
     Architecture("glm4_moe_lite", "GLM-4.7-Flash class (MLA + MoE)", "GLM drafters announced", "MLA, MoE", "served",
                  _MLA, {"architectures": ["Glm4MoeLiteForCausalLM"], "kv_lora_rank": 512}, mla=True),
     Architecture("gpt_oss", "gpt-oss", "gpt-oss-20b, gpt-oss-120b", "alternating sliding-window / full attention "
-                 "with sinks, MoE", "forced", SWA_REASON,
+                 "with sinks, MoE", "served", SWA_REASON,
                  {"architectures": ["GptOssForCausalLM"], "sliding_window": 128,
-                  "layer_types": ["sliding_attention", "full_attention"]}),
+                  "layer_types": ["sliding_attention", "full_attention"]}, window=True),
     Architecture("gemma4", "Gemma 4", "none published yet", "sliding-window and full attention, KV shared across "
-                 "layers", "forced", SWA_REASON,
+                 "layers", "served", SWA_REASON,
                  {"architectures": ["Gemma4ForCausalLM"], "sliding_window": 1024,
-                  "layer_types": ["sliding_attention", "full_attention"]}),
+                  "layer_types": ["sliding_attention", "full_attention"]}, window=True),
     Architecture("qwen3_next", "Qwen3-Next", "Qwen3-Next-80B-A3B", "Gated DeltaNet + full attention, MoE", "forced",
                  GDN_REASON, {"architectures": ["Qwen3NextForCausalLM"], "linear_num_value_heads": 32,
                               "layer_types": ["linear_attention", "full_attention"]}),

@@ -61,9 +61,10 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
     Capability(
         "hybrid-target", "opt-in",
         "targets with Mamba / linear attention / GDN or sliding-window layers",
-        "a tree verify needs each node's recurrent state from its parent's and each node's window "
-        "along its path; both are exact on SGLang's kernels (EAGLE-tree GDN verify; tree_window.py) "
-        "but the round does not yet drive them (architectures.py says what is missing per kind); "
+        "a tree verify needs each node's window along its path and each node's recurrent state from "
+        "its parent's: the first is applied on triton from SGLang 0.5.14 (tree_window.py), so those "
+        "targets are served there; the second is exact on SGLang's EAGLE-tree GDN verify but the round "
+        "does not yet drive it (architectures.py says what is missing per kind); "
         "--speculative-ddtree-allow-hybrid-unsafe runs DFlash's chain handling anyway",
         "DDTREE refuses this target; pass --speculative-ddtree-allow-hybrid-unsafe to run it anyway",
     ),

@@ -18,9 +18,10 @@ Widths written back:
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any, Optional
 
-from .architectures import MLA_REFUSED_BACKENDS, MLA_TREE_BACKENDS, is_mla_target
+from .architectures import MLA_REFUSED_BACKENDS, MLA_TREE_BACKENDS, SWA_REFUSED_BACKENDS, SWA_TREE_BACKENDS, is_mla_target
 from .budget_ladder import AUTO, build_ladder, is_auto, max_budget_setting, mem_cap_bytes
 from .capabilities import FASTEST_TREE_BACKEND, TREE_MASK_ATTENTION_BACKENDS, capability
 
@@ -37,6 +38,11 @@ _RECURRENT_CONFIG_KEYS = (
     "full_attention_interval", "block_types",
 )
 _RECURRENT_LAYER_WORDS = ("linear", "mamba", "ssm", "conv", "recurrent", "gdn", "delta")
+RECURRENT_KIND = "Mamba / linear attention / GDN layers"
+SLIDING_WINDOW_KIND = "sliding-window attention layers"
+# The spec-v2 DFlash worker (SGLang 0.5.14+) is built before the target's attention backend, so the
+# DDTree worker can wrap the Triton kernel the backend binds (tree_window.install).
+SPEC_V2_WORKER_MODULE = "sglang.srt.speculative.dflash_worker_v2"
 _RECURRENT_MODEL_TYPES = frozenset({
     "mamba", "mamba2", "jamba", "zamba", "zamba2", "falcon_h1", "nemotron_h", "qwen3_next",
     "granitemoehybrid", "lfm2", "kimi_linear", "minimax", "minimax_m1", "bamba", "plamo2",
@@ -213,9 +219,9 @@ def hybrid_target_kinds(hf_config: Any) -> list[str]:
         or _registered_linear_attention(archs)
     )
     if recurrent:
-        kinds.append("Mamba / linear attention / GDN layers")
+        kinds.append(RECURRENT_KIND)
     if any("sliding" in t for t in layer_types) or any(_uses_sliding_window(c) for c in configs):
-        kinds.append("sliding-window attention layers")
+        kinds.append(SLIDING_WINDOW_KIND)
     return kinds
 
 
@@ -245,16 +251,49 @@ def _model_config(server_args: Any) -> Any:
     return model_config_of(server_args)
 
 
+def has_spec_v2_worker() -> bool:
+    """The installed SGLang ships DFlash's spec-v2 worker (0.5.14+)."""
+    try:
+        return importlib.util.find_spec(SPEC_V2_WORKER_MODULE) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def sliding_window_refusal(server_args: Any) -> Optional[str]:
+    """Why this server cannot give sliding-window layers each node's window along its path (None: it can)."""
+    backend = target_verify_attention_backend(server_args)
+    if backend not in SWA_TREE_BACKENDS:
+        why = SWA_REFUSED_BACKENDS.get(backend, "it is not a backend DDTREE verifies sliding windows on")
+        return f"the target would verify with {backend!r}: {why}"
+    if getattr(_resolved(server_args), "enable_deterministic_inference", False):
+        return "--enable-deterministic-inference verifies with Triton's unified kernel, which DDTREE does not wrap"
+    if not has_spec_v2_worker():
+        return ("this SGLang's DFlash worker (0.5.11-0.5.13) is built after the target's attention backend, too "
+                "late to wrap its kernel; SGLang 0.5.14+ is needed")
+    return None
+
+
+def has_sliding_window_layers(server_args: Any) -> bool:
+    return SLIDING_WINDOW_KIND in hybrid_target_kinds(_model_config(server_args).hf_config)
+
+
 def check_hybrid_target(server_args: Any) -> None:
+    """Refuse the layer kinds a tree verify here would get wrong: recurrent layers always, sliding-window
+    layers where `sliding_window_refusal` says why; `--speculative-ddtree-allow-hybrid-unsafe` overrides."""
     if getattr(server_args, "speculative_ddtree_allow_hybrid_unsafe", False):
         return
-    kinds = hybrid_target_kinds(_model_config(server_args).hf_config)
-    if kinds:
+    reasons = []
+    for kind in hybrid_target_kinds(_model_config(server_args).hf_config):
+        if kind == RECURRENT_KIND:
+            reasons.append(f"{kind}: a tree verify needs each node's recurrent state from its parent's, which "
+                           "DDTREE does not yet drive")
+        elif (why := sliding_window_refusal(server_args)) is not None:
+            reasons.append(f"{kind}: each node's window along its tree path is applied on "
+                           f"--attention-backend {', '.join(SWA_TREE_BACKENDS)} with SGLang 0.5.14+, and {why}")
+    if reasons:
         raise DDTreeArgumentError(
-            f"DDTREE refuses this target: it has {' and '.join(kinds)}. A tree verify needs "
-            "per-node recurrent state and per-row windows, which SGLang's verify does not keep; "
-            "outputs would differ from plain decoding. Pass --speculative-ddtree-allow-hybrid-unsafe "
-            "to run it anyway."
+            f"DDTREE refuses this target: it has {'; and '.join(reasons)}. Outputs would differ from plain "
+            "decoding. Pass --speculative-ddtree-allow-hybrid-unsafe to run it anyway."
         )
 
 

@@ -33,7 +33,8 @@ DEFAULT_TILES = {(9, 0): "M16N64w4"}  # compute capability -> the tile measured 
 _MARK = "_ddtree_verify_tile"
 _SPEC = re.compile(r"M(16|32|64|128)N(16|32|64|128)w(1|2|4|8)")
 # where the Triton extend kernel lives: 0.5.11-0.5.22, then 0.5.23+
-_MODULES = ("sglang.srt.layers.attention.triton_ops.extend_attention", "sglang.kernels.ops.attention.extend_attention")
+EXTEND_KERNEL_MODULES = ("sglang.srt.layers.attention.triton_ops.extend_attention",
+                         "sglang.kernels.ops.attention.extend_attention")
 
 
 def parse_tile(spec: str) -> tuple[int, int, int]:
@@ -47,7 +48,7 @@ def parse_tile(spec: str) -> tuple[int, int, int]:
 
 
 def _kernel_module() -> Any:
-    for name in _MODULES:
+    for name in EXTEND_KERNEL_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:
@@ -55,7 +56,7 @@ def _kernel_module() -> Any:
         if callable(getattr(module, "_get_block_sizes_for_extend_attention", None)):
             return module
     raise RuntimeError(f"{ENV} is set, but this SGLang has no Triton extend kernel with a block-size "
-                       f"function in {', '.join(_MODULES)}; unset it")
+                       f"function in {', '.join(EXTEND_KERNEL_MODULES)}; unset it")
 
 
 def chosen_spec(environ: Mapping[str, str], capability: tuple[int, int] | None) -> str:

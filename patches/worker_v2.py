@@ -69,6 +69,8 @@ from .graph_capture import install_tree_mask_capture
 from .budget_ladder import PLAIN, budget_width, mem_cap_bytes
 from .verify_graphs import WidthGraphs, published_width
 from .verify_tile import install as install_verify_tile
+from .server_args import has_sliding_window_layers
+from .tree_window import install as install_tree_window
 from .kernels import accept_walk
 from .kernels.tree_build import root_only_tree
 from .kv_commit import KVCommit, commit_mode, reorder_blocker
@@ -124,6 +126,9 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
             )
         install_tree_mask_capture()
         install_verify_tile()  # the tree-verify tile (DDTREE_VERIFY_TILE): before the target's attention backend binds the kernel
+        if has_sliding_window_layers(server_args) and not install_tree_window():
+            raise RuntimeError("DDTREE: this target has sliding-window layers, and this SGLang has no Triton extend "
+                               "kernel to give each tree node its window along its path")
         block = draft_block(resolved)
         width = int(resolved.speculative_num_draft_tokens)
         with published_width(block):

@@ -10,7 +10,13 @@ import pytest
 
 from patches.architectures import ARCHITECTURES, MLA_REFUSED_BACKENDS, Architecture, architecture, support_table
 from patches.capabilities import TREE_MASK_ATTENTION_BACKENDS
-from patches.server_args import DDTreeArgumentError, hybrid_target_kinds, validate_ddtree_server_args
+from patches import server_args
+from patches.server_args import (
+    SLIDING_WINDOW_KIND,
+    DDTreeArgumentError,
+    hybrid_target_kinds,
+    validate_ddtree_server_args,
+)
 
 
 def _args(row: Architecture, **overrides) -> SimpleNamespace:
@@ -29,11 +35,17 @@ def _args(row: Architecture, **overrides) -> SimpleNamespace:
 ROWS = [pytest.param(r, id=r.model_type) for r in ARCHITECTURES]
 
 
+@pytest.fixture(autouse=True)
+def spec_v2_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gates judged as on a spec-v2 release (0.5.14+), where sliding-window targets are served."""
+    monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: True)
+
+
 @pytest.mark.parametrize("row", ROWS)
 def test_each_row_agrees_with_the_gates(row: Architecture) -> None:
     kinds = hybrid_target_kinds(SimpleNamespace(model_type=row.model_type, **row.config))
     if row.status == "served":
-        assert kinds == []
+        assert kinds == ([SLIDING_WINDOW_KIND] if row.window else [])
         for backend in row.backends:
             validate_ddtree_server_args(_args(row, attention_backend=backend))
     else:
@@ -56,7 +68,8 @@ def test_mla_targets_are_refused_on_mla_backends_without_the_tree_mask(row: Arch
 def test_the_backend_lists_follow_the_attention_kind() -> None:
     assert architecture("qwen3_moe").backends == TREE_MASK_ATTENTION_BACKENDS
     assert architecture("deepseek_v2").backends == ("triton",)
-    assert architecture("gpt_oss").backends == ()
+    assert architecture("gpt_oss").backends == ("triton",)
+    assert architecture("qwen3_next").backends == ()
     with pytest.raises(KeyError, match="known: qwen3"):
         architecture("nope")
 
@@ -66,3 +79,20 @@ def test_the_support_table_has_a_row_per_architecture() -> None:
     assert len(lines) == 2 + len(ARCHITECTURES)
     for row, line in zip(ARCHITECTURES, lines[2:]):
         assert f"(`{row.model_type}`)" in line and ("served" in line) == (row.status == "served")
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=r.model_type) for r in ARCHITECTURES if r.window])
+def test_sliding_window_targets_are_refused_where_the_path_window_is_not_applied(
+        row: Architecture, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FlashInfer, deterministic inference (the unified kernel) and a v1 release (the worker comes too
+    late to wrap the kernel) are refused by name; forcing still runs them."""
+    cases = {"flashinfer": {"attention_backend": "flashinfer"},
+             "deterministic": {"enable_deterministic_inference": True}}
+    for expected, overrides in cases.items():
+        with pytest.raises(DDTreeArgumentError, match=expected) as err:
+            validate_ddtree_server_args(_args(row, **overrides))
+        assert "sliding-window attention layers" in str(err.value) and "\n" not in str(err.value)
+    validate_ddtree_server_args(_args(row, attention_backend="flashinfer", speculative_ddtree_allow_hybrid_unsafe=True))
+    monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: False)
+    with pytest.raises(DDTreeArgumentError, match="SGLang 0.5.14"):
+        validate_ddtree_server_args(_args(row))

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from patches import server_args
 from patches.server_args import (
     MAX_BUDGET,
     MAX_DRAFT_DEPTH,
@@ -175,9 +176,24 @@ def test_recurrent_targets_are_refused(name):
 
 
 @pytest.mark.parametrize("name", sorted(SLIDING))
-def test_sliding_window_targets_are_refused(name):
-    with pytest.raises(DDTreeArgumentError, match="sliding-window attention layers"):
+def test_sliding_window_targets_are_served_on_triton_from_spec_v2(name, monkeypatch):
+    """Served where DDTREE wraps the Triton kernel (spec-v2 worker), refused on a v1 release and on
+    FlashInfer, naming the layers and why."""
+    monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: True)
+    validate_ddtree_server_args(make_args(hf_config=SLIDING[name]))
+    with pytest.raises(DDTreeArgumentError, match="sliding-window attention layers.*flashinfer"):
+        validate_ddtree_server_args(make_args(hf_config=SLIDING[name], attention_backend="flashinfer"))
+    monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: False)
+    with pytest.raises(DDTreeArgumentError, match="sliding-window attention layers.*0.5.11-0.5.13"):
         validate_ddtree_server_args(make_args(hf_config=SLIDING[name]))
+
+
+def test_a_recurrent_target_with_windows_is_refused_for_its_recurrent_layers(monkeypatch):
+    monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: True)
+    config = dict(HYBRIDS["qwen3_next"], layer_types=["linear_attention", "sliding_attention"])
+    with pytest.raises(DDTreeArgumentError, match="Mamba / linear attention / GDN layers") as err:
+        validate_ddtree_server_args(make_args(hf_config=config))
+    assert "sliding-window" not in str(err.value)
 
 
 def test_hybrid_refusal_can_be_overridden():

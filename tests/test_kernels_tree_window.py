@@ -9,7 +9,7 @@ import torch
 from tests.kernels_env import DEVICES
 
 from kernels.tree_build import select_tree_torch
-from kernels.tree_window import build_tree_window_mask, build_tree_window_mask_triton
+from kernels.tree_window import path_window_mask, path_window_mask_torch, path_window_mask_triton
 from kernels.tree_mask import build_tree_mask_torch
 from kernels.tree_window_reference import node_depths, tree_window_mask
 from kernels.vocab_topk import draft_topk_torch
@@ -65,18 +65,45 @@ def test_a_branch_sees_more_prefix_than_its_verify_row_would() -> None:
     assert row[length:].tolist() == [True, False, True]
 
 
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("window", [0, 2, 5, -1])
-@pytest.mark.parametrize("bs,depth,budget", [(3, 5, 12), (1, 8, 40)])
-def test_triton_builder_equals_the_reference(device: str, window: int, bs: int, depth: int, budget: int) -> None:
-    gen = torch.Generator().manual_seed(budget)
+def _verify_call(bs: int, depth: int, budget: int, seed: int, slack: int, prefix_ones: bool):
+    """A verify call's tree mask (as the round builds it, with a buffer's slack), its mask_indptr, the
+    tree and the prefix lengths."""
+    gen = torch.Generator().manual_seed(seed)
     lp, tok = draft_topk_torch(torch.randn(bs, depth, 64, generator=gen) * 3, budget)
     tree = select_tree_torch(lp, tok, budget)
     prefix_lens = torch.randint(0, 300, (bs,), generator=gen)
     prefix_lens[0] = 0
-    total = int(prefix_lens.sum())
+    n = tree.parent.shape[1]
+    tree_mask = build_tree_mask_torch(tree.parent, prefix_lens, int(prefix_lens.sum()) + slack, prefix_ones=prefix_ones)
+    indptr = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(n * (prefix_lens + n), 0)])
+    return tree_mask, indptr, tree, prefix_lens
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("window", [0, 2, 5, -1])
+@pytest.mark.parametrize("bs,depth,budget,prefix_ones", [(3, 5, 12, False), (1, 8, 40, True), (2, 6, 60, False)])
+def test_the_mask_derived_in_the_verify_equals_the_reference(device: str, window: int, bs: int, depth: int,
+                                                             budget: int, prefix_ones: bool) -> None:
+    """From the tree mask alone (prefix columns written or not), Triton and torch give the reference's
+    path-window mask; a graph buffer's slack past the last request stays unwritten (torch: False)."""
+    tree_mask, indptr, tree, prefix_lens = _verify_call(bs, depth, budget, seed=budget + window, slack=7,
+                                                        prefix_ones=prefix_ones)
     ref = tree_window_mask(tree.parent, prefix_lens, window)
-    got = build_tree_window_mask_triton(tree.parent.to(device), tree.depth.to(device), prefix_lens.to(device),
-                                        total + 5, window)  # an upper bound: the tail stays False
-    assert torch.equal(got[:ref.numel()].cpu(), ref) and not got[ref.numel():].any()
-    assert torch.equal(build_tree_window_mask(tree.parent, tree.depth, prefix_lens, total + 5, window).cpu(), got.cpu())
+    n, used = tree.parent.shape[1], ref.numel()
+    torch_mask = path_window_mask_torch(tree_mask, indptr, n, window)
+    assert torch.equal(torch_mask[:used], ref) and not torch_mask[used:].any()
+    got = path_window_mask_triton(tree_mask.to(device), indptr.to(device), n, window)
+    assert torch.equal(got[:used].cpu(), ref)
+    assert torch.equal(path_window_mask(tree_mask, indptr, n, window)[:used], ref)
+
+
+def test_the_derived_depth_is_the_trees() -> None:
+    """A node's depth is read from its row (ancestors shown, less one): a window of 0 leaves each node
+    itself, a window of 1 adds its parent and the prefix key just before the root."""
+    tree_mask, indptr, tree, prefix_lens = _verify_call(1, 5, 12, seed=2, slack=0, prefix_ones=False)
+    n, length = tree.parent.shape[1], int(prefix_lens[0])
+    rows = path_window_mask_torch(tree_mask, indptr, n, 1).view(n, length + n)
+    for i, p in enumerate(tree.parent[0].tolist()):
+        expected = {i, p} if p >= 0 else {i}
+        assert set(rows[i, length:].nonzero().flatten().tolist()) == expected
+        assert rows[i, :length].sum().item() == (1 if int(tree.depth[0, i]) == 0 and length else 0)

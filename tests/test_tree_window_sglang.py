@@ -16,12 +16,18 @@ pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv,
 VERSION = "0.5.15"
 
 PROBE = r"""
-import inspect, json
+import inspect, json, sys, types
+from pathlib import Path
 import torch
+import sglang.srt.speculative  # noqa: F401
 from sglang.srt.layers.attention.triton_ops import extend_attention as ea
+REPO = Path.cwd()
+for name, folder in (("sglang.srt.speculative.ddtree", "patches"), ("sglang.srt.speculative.ddtree.kernels", "kernels")):
+    module = types.ModuleType(name); module.__path__ = [str(REPO / folder)]; sys.modules[name] = module
 from kernels.tree_mask import build_tree_mask_torch
 from kernels.tree_window_reference import tree_window_mask
-from patches.tree_window import path_window_extend
+from sglang.srt.speculative.ddtree import tree_window
+from sglang.srt.speculative.ddtree.tree_window import path_window_extend
 
 torch.manual_seed(0)
 H, KV, D, W = 4, 2, 32, 5
@@ -69,11 +75,13 @@ def backend_args(parents):
     k = kb[sum(PREFIX):].clone(); v = vb[sum(PREFIX):].clone()
     return dict(q=q, k=k, v=v, kvp=kvp, kvi=kvi, qo=qo, mask_indptr=mask_indptr, offsets=lens - wl,
                 tree_mask=build_tree_mask_torch(parent, lens, sum(PREFIX)),
+                # as DDTree's round builds it for the Triton backend: prefix columns unwritten, a buffer's slack
+                round_mask=build_tree_mask_torch(parent, lens, sum(PREFIX) + 5, prefix_ones=False),
                 window_mask=tree_window_mask(parent, lens, W))
 
-def call(fwd, a):
+def call(fwd, a, mask="tree_mask"):
     o = torch.empty_like(q)
-    fwd(a["q"], a["k"], a["v"], o, kb, vb, a["qo"], a["kvp"], a["kvi"], a["tree_mask"], False,
+    fwd(a["q"], a["k"], a["v"], o, kb, vb, a["qo"], a["kvp"], a["kvi"], a[mask], False,
         a["mask_indptr"], N, 1.0, 1.0, D ** -0.5, logit_cap=0.0, sliding_window_size=W, sinks=None,
         window_kv_offsets=a["offsets"], xai_temperature_len=-1, page_size=1)
     return o
@@ -82,16 +90,23 @@ out = {}
 for name, parents in TREES.items():
     a = backend_args(parents)
     ref = reference(parents)
-    wrapped = path_window_extend(ea.extend_attention_fwd, lambda w, a=a: a["window_mask"] if w == W else None)
+    wrapped = path_window_extend(ea.extend_attention_fwd, lambda args, w, a=a: a["window_mask"] if w == W else None)
     out[name] = {"sglang": (call(ea.extend_attention_fwd, a) - ref).abs().max().item(),
                  "ddtree": (call(wrapped, a) - ref).abs().max().item()}
+# installed as the worker installs it: the mask derived in the call from the round's own tree mask
+original = ea.extend_attention_fwd
+out["installed"] = tree_window.install() and tree_window.install() and ea.extend_attention_fwd is not original
+out["installed_once"] = ea.extend_attention_fwd.__wrapped__ is original
+for name, parents in TREES.items():
+    a = backend_args(parents)
+    out[name]["installed"] = (call(ea.extend_attention_fwd, a, "round_mask") - reference(parents)).abs().max().item()
 # a call without a custom mask (prefill, decode) passes through unchanged
 a = backend_args(TREES["tree"])
 seen = []
 def recorder(*args, **kw):
     seen.append(kw.get("custom_mask", args[9]))
 recorder.__signature__ = inspect.signature(ea.extend_attention_fwd)
-passthrough = path_window_extend(recorder, lambda w: 1 / 0)
+passthrough = path_window_extend(recorder, lambda args, w: 1 / 0)
 passthrough(*[None] * 9, None, *[None] * 6, sliding_window_size=W)
 out["unmasked_untouched"] = seen == [None]
 print(json.dumps(out))
@@ -113,6 +128,13 @@ def test_the_path_window_call_attends_each_path_exactly(probe: dict) -> None:
 
 def test_on_a_chain_both_agree_with_the_reference(probe: dict) -> None:
     assert probe["chain"]["sglang"] < 1e-5 and probe["chain"]["ddtree"] < 1e-5
+
+
+def test_installed_the_round_mask_gives_each_path_exactly(probe: dict) -> None:
+    """The kernel as the worker installs it, fed the mask the round builds (prefix columns unwritten):
+    each node attends its path's window, on a tree and on a chain; installing twice wraps once."""
+    assert probe["installed"] and probe["installed_once"]
+    assert probe["tree"]["installed"] < 1e-5 and probe["chain"]["installed"] < 1e-5
 
 
 def test_calls_without_a_mask_pass_through(probe: dict) -> None:

@@ -5,7 +5,7 @@ Every draw of a filtered row (top-k / top-p) is followed by one check pass over 
 so draws per row = check passes per row; a launch of the split kernel runs as many check rounds
 as its slowest row. The torch reference (`posterior_tokens_torch`) makes the same draws as the
 kernels; its uniform is wrapped to count the rows each round draws for. Logits: randn x 4
-("peaked") and x 0.3 ("flat"), as `scripts/bench/kernels.py`.
+("peaked") and x 0.3 ("flat"), as `scripts/bench/kernels/posterior.py`.
 
     python -m scripts.investigations.posterior_rounds [--vocab 151936] [--batch 8] [--rows 8] [--json]
 """

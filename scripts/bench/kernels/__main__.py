@@ -20,7 +20,13 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-if "--device" in sys.argv and sys.argv[sys.argv.index("--device") + 1] == "cpu":
+def _asks_for_cpu(argv: list[str]) -> bool:
+    """`--device cpu` or `--device=cpu` among the arguments (read before argparse: see below)."""
+    at = argv.index("--device") if "--device" in argv else -1
+    return "--device=cpu" in argv or (0 <= at < len(argv) - 1 and argv[at + 1] == "cpu")
+
+
+if _asks_for_cpu(sys.argv):
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before triton is imported
 
 import torch  # noqa: E402
@@ -49,7 +55,7 @@ SECTIONS: dict[str, Callable[[argparse.Namespace, Timer], list[dict]]] = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.kernels", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--sections", nargs="+", default=list(SECTIONS), choices=list(SECTIONS))
     parser.add_argument("--vocab", type=int, default=151936)

@@ -70,8 +70,6 @@ def path_window_mask_triton(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, 
                             window: int) -> torch.Tensor:
     bs = mask_indptr.numel() - 1
     out = torch.empty_like(tree_mask)
-    if bs <= 0 or n_nodes <= 0:
-        return out
     np_cols = triton.next_power_of_2(n_nodes)
     rows = _row_block(np_cols)
     _window_mask_kernel[(bs, triton.cdiv(n_nodes, rows))](
@@ -84,9 +82,6 @@ def path_window_mask_torch(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, n
                            window: int) -> torch.Tensor:
     """The same mask with torch ops over every position (past `mask_indptr[bs]`: False)."""
     bs = mask_indptr.numel() - 1
-    out = torch.zeros_like(tree_mask)
-    if bs <= 0 or n_nodes <= 0:
-        return out
     indptr = mask_indptr.to(torch.int64)
     k = torch.arange(tree_mask.numel(), device=tree_mask.device)
     request = torch.searchsorted(indptr[1:], k, right=True)
@@ -111,6 +106,8 @@ def path_window_mask_torch(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, n
 
 def path_window_mask(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, n_nodes: int, window: int) -> torch.Tensor:
     """Flat path-window mask of a verify call (module docstring); Triton on CUDA, torch elsewhere."""
+    if mask_indptr.numel() < 2 or n_nodes <= 0:
+        return torch.zeros_like(tree_mask)  # no request: nothing is read
     if tree_mask.is_cuda:
         return path_window_mask_triton(tree_mask, mask_indptr, n_nodes, window)
     return path_window_mask_torch(tree_mask, mask_indptr, n_nodes, window)

@@ -107,3 +107,8 @@ def test_the_derived_depth_is_the_trees() -> None:
         expected = {i, p} if p >= 0 else {i}
         assert set(rows[i, length:].nonzero().flatten().tolist()) == expected
         assert rows[i, :length].sum().item() == (1 if int(tree.depth[0, i]) == 0 and length else 0)
+
+
+def test_a_call_without_requests_gives_an_all_false_mask() -> None:
+    empty = path_window_mask(torch.ones(6, dtype=torch.bool), torch.zeros(1, dtype=torch.int64), 3, 2)
+    assert empty.shape == (6,) and not empty.any()

@@ -1,14 +1,19 @@
-"""Write tiny random-weight MoE and MLA + MoE targets for the GPU matrix's `arch` suite (issue 51).
+"""Write tiny random-weight MoE, MLA + MoE and sliding-window targets for the GPU matrix's `arch` suite (issue 51).
 
-usage: python -m scripts.gpu.make_arch_models MODELS_DIR [--arch moe mla]
+usage: python -m scripts.gpu.make_arch_models MODELS_DIR [--arch mla moe swa]
   MODELS_DIR/target (make_models.py) gives the tokenizer; each target is written beside it:
   target_moe_rand: Qwen3MoeForCausalLM (4 layers, hidden 256, 8 experts, top-2)
   target_mla_rand: DeepseekV3ForCausalLM (4 layers, hidden 256, MLA q/kv LoRA ranks 128, rope dim 32,
                    layer 0 dense, then 8 routed experts top-2 + 1 shared, noaux_tc routing)
-Both share the gpurig targets' vocabulary (512), hidden size and depth, so the rig's tiny DFlash
+  target_swa_rand: GptOssForCausalLM (4 layers, hidden 256, layers sliding (window 8) / full alternating,
+                   attention sinks and q/k/v/o biases, 8 experts top-2 with biases, swiglu_limit 7,
+                   no rope scaling, bf16: no quantization_config); DDTREE serves it on triton only
+All share the gpurig targets' vocabulary (512), hidden size and depth, so the rig's tiny DFlash
 drafter (draft_rand: target_layer_ids [1, 2], num_target_layers 4, the target's embedding and
 lm_head) drafts for them unchanged. Weights are N(0, 0.02) (norms 1), seeded, bf16 safetensors,
-under the checkpoint names SGLang's loaders read (one tensor per expert).
+under the checkpoint names SGLang's loaders read (one tensor per expert; gpt-oss: the experts of a
+layer fused, as Hugging Face's bf16 gpt-oss checkpoints are: gate_up_proj [E, hidden, 2 * inter] with
+gate and up interleaved, down_proj [E, inter, hidden], one bias row per expert; sinks one per head).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import torch
 
 VOCAB, HIDDEN, LAYERS, HEADS = 512, 256, 4, 4
 EXPERTS, TOP_K, MOE_INTER = 8, 2, 128
+WINDOW = 8  # gpt-oss's sliding_window (SGLang's window_left is one less): shorter than the matrix's prompts + 32 tokens
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 _COMMON = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
                max_position_embeddings=2048, rms_norm_eps=1e-6, tie_word_embeddings=False, torch_dtype="bfloat16",
@@ -38,6 +44,16 @@ CONFIGS: dict[str, dict] = {
                 q_lora_rank=128, kv_lora_rank=128, qk_nope_head_dim=64, qk_rope_head_dim=32, v_head_dim=64,
                 n_group=1, topk_group=1, topk_method="noaux_tc", scoring_func="sigmoid", routed_scaling_factor=1.0,
                 norm_topk_prob=True, attention_bias=False, rope_scaling=None),
+    # gpt-oss, bf16 (no quantization_config: SGLang's _load_normal_weights). rope_parameters is given, as
+    # transformers v5's GptOssConfig fills a missing one with YaRN (factor 32) and SGLang reads
+    # rope_parameters["rope_theta"]; intermediate_size is each expert's; experts_per_token is the
+    # original checkpoints' name of num_experts_per_tok.
+    "swa": dict(_COMMON, architectures=["GptOssForCausalLM"], model_type="gpt_oss", num_key_value_heads=2,
+                head_dim=64, intermediate_size=MOE_INTER, num_local_experts=EXPERTS, num_experts_per_tok=TOP_K,
+                experts_per_token=TOP_K, swiglu_limit=7.0, sliding_window=WINDOW,
+                layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(LAYERS)],
+                attention_bias=True, rms_norm_eps=1e-5, router_aux_loss_coef=0.0, output_router_logits=False,
+                rope_parameters={"rope_type": "default", "rope_theta": _COMMON["rope_theta"]}),
 }
 
 
@@ -54,6 +70,9 @@ def shapes(arch: str) -> dict[str, tuple[int, ...]]:
     for i in range(LAYERS):
         p = f"model.layers.{i}"
         out.update({f"{p}.input_layernorm.weight": (HIDDEN,), f"{p}.post_attention_layernorm.weight": (HIDDEN,)})
+        if arch == "swa":
+            out.update(_gpt_oss_layer(p, c))
+            continue
         if arch == "moe":
             d, kv = c["head_dim"], c["num_key_value_heads"]
             a = f"{p}.self_attn"
@@ -81,6 +100,20 @@ def shapes(arch: str) -> dict[str, tuple[int, ...]]:
         for e in range(EXPERTS):
             out.update(_mlp(f"{p}.mlp.experts.{e}", MOE_INTER))
     return out
+
+
+def _gpt_oss_layer(p: str, c: dict) -> dict[str, tuple[int, ...]]:
+    """One gpt-oss layer beside its norms: q/k/v/o with biases, a sink per head, the router (with
+    bias) and the layer's experts fused, with biases (what SGLang's FusedMoE takes transposed)."""
+    d, kv, e, inter = c["head_dim"], c["num_key_value_heads"], c["num_local_experts"], c["intermediate_size"]
+    a, m = f"{p}.self_attn", f"{p}.mlp"
+    return {f"{a}.q_proj.weight": (HEADS * d, HIDDEN), f"{a}.q_proj.bias": (HEADS * d,),
+            f"{a}.k_proj.weight": (kv * d, HIDDEN), f"{a}.k_proj.bias": (kv * d,),
+            f"{a}.v_proj.weight": (kv * d, HIDDEN), f"{a}.v_proj.bias": (kv * d,),
+            f"{a}.o_proj.weight": (HIDDEN, HEADS * d), f"{a}.o_proj.bias": (HIDDEN,), f"{a}.sinks": (HEADS,),
+            f"{m}.router.weight": (e, HIDDEN), f"{m}.router.bias": (e,),
+            f"{m}.experts.gate_up_proj": (e, HIDDEN, 2 * inter), f"{m}.experts.gate_up_proj_bias": (e, 2 * inter),
+            f"{m}.experts.down_proj": (e, inter, HIDDEN), f"{m}.experts.down_proj_bias": (e, HIDDEN)}
 
 
 def weights(arch: str, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -51,8 +51,12 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
                         [200, 64, 65], [127, 64], [10, 11, 12, 13, 100, 101]],
             "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
 SUITES = ("base", "offchain")
-ARCH = "arch"  # not in `all`: scripts/gpu/make_arch_models.py's MoE and MLA + MoE targets, judged as target_rand is
-ARCH_MODELS = ("moe", "mla")
+ARCH = "arch"  # not in `all`: scripts/gpu/make_arch_models.py's MoE, MLA + MoE and sliding-window (gpt-oss)
+ARCH_MODELS = ("moe", "mla", "swa")  # targets, judged as target_rand is
+# Engine settings of an arch model's rows, plain reference included: the sliding-window target is served
+# on triton only (patches/architectures.SWA_TREE_BACKENDS), and its bf16 experts run SGLang's Triton
+# fused MoE (without it gpt-oss picks the triton_kernels package's MoE where that is installed).
+ARCH_ENGINE = {"swa": {"attention_backend": "triton", "moe_runner_backend": "triton"}}
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 # What a DDTREE engine's log shows (at warning, the engines' level) when it commits by reordering
 # req_to_token (patches/kv_commit.py).
@@ -210,11 +214,16 @@ def model_path_prepend(model: str) -> list[str]:
 
 def arch_configs() -> list[dict]:
     """Plain, DFLASH and DDTREE budgets 8 and 32 on each tiny architecture target, eager and with CUDA
-    graphs; random weights, so DDTREE may differ from plain only at plain's near-ties (its top-2 logged)."""
+    graphs; random weights, so DDTREE may differ from plain only at plain's near-ties (its top-2 logged).
+    The sliding-window target's rows (plain too) run with ARCH_ENGINE's settings; a run's own
+    --attention-backend other than triton still overrides them, as `configs` does for every row, and
+    DDTREE's gate then refuses the swa DDTREE rows (sliding-window targets: triton only)."""
     out = []
     for model in ARCH_MODELS:
         base = {"target": str(MODELS / f"target_{model}_rand"), "prompts": PROMPTS["rand"], "max_new": MAX_NEW,
                 "model": model, "path_prepend": model_path_prepend(model)}
+        if model in ARCH_ENGINE:
+            base["engine"] = dict(ARCH_ENGINE[model])
         out.append(dict(base, name=f"plain_{model}", algo="NONE", logprobs=True))
         for cg in (False, True):
             tag = f"{model}_{'cg' if cg else 'eager'}"
@@ -424,7 +433,7 @@ def main() -> int:
     ap.add_argument("out_dir", type=Path)
     ap.add_argument("--suite", choices=(*SUITES, ARCH, "all"), default="all",
                     help="base: the gpurig tiny models; offchain: the off-chain oracle; all: both (default); "
-                         "arch: the MoE and MLA + MoE targets (scripts/gpu/make_arch_models.py)")
+                         "arch: the MoE, MLA + MoE and sliding-window targets (scripts/gpu/make_arch_models.py)")
     ap.add_argument("--only", nargs="*", help="config names; the plain references of their models are added")
     ap.add_argument("--no-reference", action="store_true", help="with --only: skip the plain references")
     ap.add_argument("--parallel", type=int, default=8)

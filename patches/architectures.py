@@ -87,8 +87,9 @@ class Architecture:
 
 _DENSE = "the verify is multi-head attention with the tree mask; the MLP sees one row per node"
 _MOE = "as dense: experts route each node's row on its own, the verify attention applies the tree mask"
-_SWA_CHECKED = ("CPU only: SGLang 0.5.15's Triton backend on a hybrid SWA pool gives every tree node its path's "
-                "window exactly (tests/test_tree_window_backend_sglang.py); not run on a GPU")
+_SWA_CHECKED = ("CPU only: SGLang 0.5.14's and 0.5.15's Triton backend on a hybrid SWA pool, and 0.5.23's extend "
+                "kernel, give every tree node its path's window exactly (tests/test_tree_window_backend_sglang.py, "
+                "tests/test_tree_window_sglang.py); not run on a GPU")
 _MLA = ("MLA verify applies the tree mask on triton only (extend kernel with the mask); the other MLA "
         "backends verify a causal chain")
 

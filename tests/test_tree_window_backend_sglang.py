@@ -1,4 +1,4 @@
-"""Sliding-window target verify through SGLang 0.5.15's own Triton attention backend on a CPU
+"""Sliding-window target verify through SGLang's own Triton attention backend (0.5.14, 0.5.15) on a CPU
 (interpreted): `TritonAttnBackend` built on a hybrid SWA KV pool (`SWAKVPool`, full and SWA slot
 numbers apart), its target-verify metadata (`init_forward_metadata`: window KV lists and offsets,
 `mask_indptr`, the verify width) and `forward_extend` for one sliding-window and one full-attention
@@ -16,7 +16,9 @@ from tests.release_probe import run_probe
 
 pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv, in a subprocess
 
-VERSION = "0.5.15"
+# 0.5.14 (the first spec-v2 release) and 0.5.15; from 0.5.23 the backend reads a published runtime
+# context and plans KV reads through a translator, which these stand-ins do not build
+VERSIONS = ("0.5.14", "0.5.15")
 
 PROBE = r"""
 import json, sys, types
@@ -41,15 +43,18 @@ from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
 from sglang.srt.mem_cache.memory_pool import KVWriteLoc
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
-tb.get_parallel = lambda: NS(attn_tp_size=1)  # stand-in: no process group on a CPU
 torch.manual_seed(0)
 H, KV, D, W, N = 4, 2, 32, 5, 8
+tb.get_parallel = lambda: NS(attn_tp_size=1)  # stand-in: no process group on a CPU
 SWA, FULL = 0, 1
 PREFIX = [13, 3]
 PARENTS = [[-1, 0, 0, 1, 1, 2, 0, 5], [-1, 0, 1, 0, 3, 0, 5, 2]]
 bs = len(PREFIX)
+import inspect
+release_only = {"enable_kvcache_transpose": False}  # 0.5.14 asks for it
 pool = SWAKVPool(size=128, size_swa=64, page_size=1, dtype=torch.float32, head_num=KV, head_dim=D,
-                 swa_attention_layer_ids=[SWA], full_attention_layer_ids=[FULL], device="cpu", enable_kv_cache_copy=True)
+                 swa_attention_layer_ids=[SWA], full_attention_layer_ids=[FULL], device="cpu", enable_kv_cache_copy=True,
+                 **{k: v for k, v in release_only.items() if k in inspect.signature(SWAKVPool.__init__).parameters})
 alloc = SWATokenToKVPoolAllocator(128, 64, 1, torch.float32, "cpu", pool, need_sort=False)
 req_to_token = torch.zeros(4, 64, dtype=torch.int32)
 layers = {lid: NS(layer_id=lid, sliding_window_size=W if lid == SWA else -1, tp_q_head_num=H, tp_k_head_num=KV,
@@ -116,9 +121,10 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def errors(release_site) -> dict:
-    return {mode: run_probe(VERSION, release_site, PROBE, mode, repo_on_path=True) for mode in ("sglang", "installed")}
+@pytest.fixture(scope="module", params=VERSIONS)
+def errors(request, release_site) -> dict:
+    return {mode: run_probe(request.param, release_site, PROBE, mode, repo_on_path=True)
+            for mode in ("sglang", "installed")}
 
 
 def test_sglangs_backend_alone_hides_prefix_keys_from_branch_nodes(errors: dict) -> None:

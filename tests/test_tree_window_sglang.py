@@ -1,9 +1,9 @@
-"""patches/tree_window.py on SGLang 0.5.15's own Triton extend kernel (CPU, interpreted), called as
+"""patches/tree_window.py on SGLang 0.5.15's and 0.5.23's own Triton extend kernel (CPU, interpreted), called as
 its Triton backend calls it for a sliding-window layer in target verify (the window KV list, its
 offsets, the layer's window, the tree mask): SGLang's call hides prefix keys from a tree's branch
 nodes (differs from decoding each path), the wrapped call gives each node the attention of its
 path exactly, and a chain (where row = depth) is right either way. Runs in a subprocess with the
-cached 0.5.15 CPU venv (real SGLang on PYTHONPATH)."""
+release's cached CPU venv (real SGLang on PYTHONPATH)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,20 @@ from tests.release_probe import run_probe
 
 pytestmark = pytest.mark.heavy  # runs SGLang 0.5.15's own code in its CPU venv, in a subprocess
 
-VERSION = "0.5.15"
+VERSIONS = ("0.5.15", "0.5.23")  # the kernel moved to sglang.kernels.ops in 0.5.23
 
 PROBE = r"""
 import inspect, json, sys, types
 from pathlib import Path
 import torch
 import sglang.srt.speculative  # noqa: F401
-from sglang.srt.layers.attention.triton_ops import extend_attention as ea
+import importlib
+for _name in ("sglang.srt.layers.attention.triton_ops.extend_attention", "sglang.kernels.ops.attention.extend_attention"):
+    try:  # where the Triton extend kernel lives: 0.5.11-0.5.22, then 0.5.23+
+        ea = importlib.import_module(_name)
+        break
+    except ImportError:
+        pass
 REPO = Path.cwd()
 for name, folder in (("sglang.srt.speculative.ddtree", "patches"), ("sglang.srt.speculative.ddtree.kernels", "kernels")):
     module = types.ModuleType(name); module.__path__ = [str(REPO / folder)]; sys.modules[name] = module
@@ -113,9 +119,9 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture(scope="module")
-def probe(release_site) -> dict:
-    return run_probe(VERSION, release_site, PROBE, repo_on_path=True)
+@pytest.fixture(scope="module", params=VERSIONS)
+def probe(request, release_site) -> dict:
+    return run_probe(request.param, release_site, PROBE, repo_on_path=True)
 
 
 def test_sglangs_window_hides_prefix_keys_from_branch_nodes(probe: dict) -> None:

@@ -35,10 +35,10 @@ import os
 import platform
 import re
 import shlex
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_type_hints
 
 from ddtree_patch import fsio
 from ddtree_patch.dropins import DROPIN_ROOT
@@ -365,6 +365,18 @@ def damaged(what: str, install: Install) -> CorruptState:
     return CorruptState(f"{what}; {damaged_advice(install)}", next=reinstall_command(install))
 
 
+@functools.cache
+def state_scalars(cls: type) -> dict[str, type]:
+    """The fields of a state record other than its change list, each with its type: str or int.
+    Another type is refused here, so a new field cannot be read back unconverted."""
+    hints = get_type_hints(cls)
+    out = {f.name: hints[f.name] for f in fields(cls) if f.name != "changes"}
+    odd = {name: kind for name, kind in out.items() if kind not in (str, int)}
+    if odd:
+        raise TypeError(f"{cls.__name__}: state fields must be str or int, not {odd}")
+    return out
+
+
 def _load_state_file(install: Install, path: Path, name: str, cls: type[_Loaded]) -> _Loaded | None:
     """The manifest or journal at `path` as a `cls`, None where there is none: each field from the JSON
     as its annotated type (str, int), the changes checked.
@@ -382,9 +394,8 @@ def _load_state_file(install: Install, path: Path, name: str, cls: type[_Loaded]
         raise damaged(f"{what} is unreadable ({exc})", install) from exc
     if not isinstance(raw, dict) or raw.get("schema") != SCHEMA:
         raise damaged(f"{what} has an unknown schema", install)
-    convert = {"str": str, "int": int}
     try:
-        values = {f: convert[kind](raw[f]) for f, kind in cls.__annotations__.items() if kind in convert}
+        values = {name: kind(raw[name]) for name, kind in state_scalars(cls).items()}
         return cls(**values, changes=changes_from_json(install, raw["changes"], what))
     except KeyError as exc:
         raise damaged(f"{what} lacks field {exc}", install) from exc

@@ -132,3 +132,23 @@ def test_pristine_view_refuses_a_state_that_cannot_give_the_originals(install, h
     assert err.value.next == (
         f"pip install --force-reinstall --no-deps --upgrade --target {install.site_packages} sglang==0.5.99"
     )
+
+
+def test_state_fields_are_read_back_as_their_types_and_only_str_or_int_is_allowed():
+    """Every manifest and journal field but the changes is converted from JSON by its type; a record
+    with another field type is refused where it is read, not passed through unconverted."""
+    from dataclasses import dataclass
+
+    from ddtree_patch.state import Journal, Manifest, state_scalars
+
+    assert state_scalars(Manifest) == {"tool_version": str, "sglang_version": str, "python": str, "applied_at": str,
+                                       "schema": int}
+    assert state_scalars(Journal)["pid"] is int and "changes" not in state_scalars(Journal)
+
+    @dataclass(frozen=True)
+    class Odd:
+        ratio: float
+        changes: tuple = ()
+
+    with pytest.raises(TypeError, match="ratio"):
+        state_scalars(Odd)

@@ -65,7 +65,8 @@ def valid(params: dict, text: str) -> bool:
 
 
 def engine_main(cfg_path: str, out_path: str) -> None:
-    """One engine: the greedy set, then the sampled regex requests; writes its outputs as JSON."""
+    """One engine: its outputs (`engine_outputs`) or, for a cost config, the masks' cost, written as JSON;
+    the engine is shut down either way."""
     from sglang.srt.entrypoints.engine import Engine
 
     cfg = json.loads(Path(cfg_path).read_text())
@@ -79,10 +80,15 @@ def engine_main(cfg_path: str, out_path: str) -> None:
         kw.update(speculative_algorithm=cfg["algo"], speculative_draft_model_path=cfg["draft"],
                   speculative_ddtree_budget=cfg["budget"])
     eng = Engine(**kw)
-    if cfg.get("cost"):
-        Path(out_path).write_text(json.dumps({"cost": time_masks(eng, cfg["repeats"])}))
+    try:
+        out = {"cost": time_masks(eng, cfg["repeats"])} if cfg.get("cost") else engine_outputs(eng, cfg)
+        Path(out_path).write_text(json.dumps(out))
+    finally:
         eng.shutdown()
-        return
+
+
+def engine_outputs(eng, cfg: dict) -> dict:
+    """The greedy set (unless `greedy` is off), then the sampled regex requests (unless `sampled` is off)."""
     out: dict = {}
     if cfg.get("greedy", True):
         out["greedy"] = {}
@@ -93,9 +99,7 @@ def engine_main(cfg_path: str, out_path: str) -> None:
             out["greedy"][name] = {"ids": r["output_ids"], "text": r.get("text", ""),
                                    "finish": (r["meta_info"].get("finish_reason") or {}).get("type")}
     if not cfg.get("sampled", True):
-        Path(out_path).write_text(json.dumps(out))
-        eng.shutdown()
-        return
+        return out
     t0 = time.time()
     res = eng.generate(input_ids=[PROMPT] * cfg["draws"],
                        sampling_params={"regex": REGEX_SAMPLED, "temperature": 1.0, "max_new_tokens": 32})
@@ -105,8 +109,7 @@ def engine_main(cfg_path: str, out_path: str) -> None:
     out["tokens_per_round"] = sum(map(len, out["sampled"])) / rounds if rounds else None
     print(f"[{cfg['name']}] {cfg['draws']} sampled requests in {time.time() - t0:.1f}s, "
           f"tokens/round {out['tokens_per_round']}", flush=True)
-    Path(out_path).write_text(json.dumps(out))
-    eng.shutdown()
+    return out
 
 
 def time_masks(eng, repeats: int) -> dict:

@@ -572,26 +572,8 @@ def _class_problems(adapter: Adapter, root: Path, family: tuple[Adapter, ...]) -
         for hook in adapter.hooks if hook in overridden and hook not in called
     ]
 
-    for name, call, via_super in _calls_on_base(mine, guards):
-        if not via_super and any(c.defines_here(name) for c in ours):
-            continue
-        owner = base.method(name)
-        if owner is None:
-            if not base.defines(name):
-                found.append(f"{adapter.name} calls {base.name}.{name} (line {call.lineno}), which this release does not have")
-            continue
-        positional = None if any(isinstance(a, ast.Starred) for a in call.args) else len(call.args)
-        keywords = {k.arg for k in call.keywords if k.arg}
-        complete = all(k.arg for k in call.keywords)
-        found += [
-            f"{adapter.name} line {call.lineno} calls {base.name}.{name}: it {p}"
-            for p in call_fits(Signature.of(owner[1]), positional, keywords, complete)
-        ]
-
-    for name, line in sorted(_self_reads(mine, guards).items()):
-        if any(c.defines_here(name) for c in ours) or base.defines(name):
-            continue
-        found.append(f"{adapter.name} reads self.{name} (line {line}), which {base.name} neither sets nor defines")
+    for cls in ours:  # the adapter and its own bases (a set-up mixin shared by the workers)
+        found += _base_use_problems(cls, ours, base, guards)
 
     for state in adapter.state:
         info = load_class(root, state.module, state.name)
@@ -602,6 +584,31 @@ def _class_problems(adapter: Adapter, root: Path, family: tuple[Adapter, ...]) -
             if not info.defines(attr):
                 verb = "sets" if store else "reads"
                 found.append(f"{adapter.name} {verb} {name}.{attr} (line {line}), which {state.name} neither sets nor defines")
+    return found
+
+
+def _base_use_problems(cls: ClassInfo, ours: list[ClassInfo], base: ClassInfo, guards: dict[str, bool]) -> list[str]:
+    """What `cls` (one of ours) calls on or reads from the DFlash base that the base lacks or takes otherwise."""
+    found = []
+    for name, call, via_super in _calls_on_base(cls, guards):
+        if not via_super and any(c.defines_here(name) for c in ours):
+            continue
+        owner = base.method(name)
+        if owner is None:
+            if not base.defines(name):
+                found.append(f"{cls.name} calls {base.name}.{name} (line {call.lineno}), which this release does not have")
+            continue
+        positional = None if any(isinstance(a, ast.Starred) for a in call.args) else len(call.args)
+        keywords = {k.arg for k in call.keywords if k.arg}
+        complete = all(k.arg for k in call.keywords)
+        found += [
+            f"{cls.name} line {call.lineno} calls {base.name}.{name}: it {p}"
+            for p in call_fits(Signature.of(owner[1]), positional, keywords, complete)
+        ]
+    for name, line in sorted(_self_reads(cls, guards).items()):
+        if any(c.defines_here(name) for c in ours) or base.defines(name):
+            continue
+        found.append(f"{cls.name} reads self.{name} (line {line}), which {base.name} neither sets nor defines")
     return found
 
 

@@ -156,6 +156,29 @@ def test_a_vanished_base_method_or_attribute_is_caught(tmp_path):
                      "Tree reads self.rooted (line 14), which Worker neither sets nor defines"]
 
 
+MIXIN = '''
+class Setup:
+    def set_up(self):
+        self.size = self.device * 2
+        return self.helper(self.size)
+'''
+
+
+def test_what_the_adapter_s_own_mixin_reads_and_calls_on_the_base_is_checked(tmp_path):
+    """A set-up mixin shared by the workers reads DFlash's attributes too: a base that stops setting
+    one, or renames a method the mixin calls, is caught and named by the mixin."""
+    adapter = ADAPTER.replace("from pkg.base import Worker\n", "from pkg.base import Worker\nfrom pkg.setup import Setup\n")
+    adapter = adapter.replace("class Tree(Worker):", "class Tree(Setup, Worker):")
+    root = _tree(tmp_path, adapter=adapter)
+    (root / "pkg" / "setup.py").write_text(textwrap.dedent(MIXIN))
+    assert contract.problems(ADAPTER_SPEC, root) == []
+    (root / "pkg" / "base.py").write_text(textwrap.dedent(BASE.replace('self.device = "cpu"', "pass").replace(
+        "def helper(", "def helper_renamed(")))
+    found = contract.problems(ADAPTER_SPEC, root)
+    assert "Setup reads self.device (line 4), which Worker neither sets nor defines" in found
+    assert "Setup calls Worker.helper (line 5), which this release does not have" in found
+
+
 def test_no_scheduler_call_is_a_problem_not_a_pass(tmp_path):
     found = contract.problems(ADAPTER_SPEC, _tree(tmp_path, scheduler="class Scheduler:\n    pass\n"))
     assert found == ["no call of Worker.forward_batch_generation on `self` or `model_worker` / `draft_worker` in "

@@ -90,3 +90,12 @@ def test_the_index_lists_every_record_and_every_unclaimed_log():
         assert f"[{r.id}](records/{r.id}.toml)" in index
     for log in (ROOT / render.LOGS).iterdir():
         assert f"[{log.name}](logs/{log.name})" in index
+
+
+def test_a_gpu_record_without_row_counts_says_all_rows_only_when_it_passed():
+    record = next(r for r in render.load_records(ROOT) if r.kind == "gpu-matrix" and "rows_passed" not in r.figures
+                  and r.verdict == "pass")
+    assert "all rows" in render.gpu_cell(record)
+    figures = dict(record.figures)
+    partial = record.__class__(**{**record.__dict__, "verdict": "partial", "figures": figures})
+    assert "all rows" not in render.gpu_cell(partial) and "partial" in render.gpu_cell(partial)

@@ -123,7 +123,10 @@ def record_link(r: Record, base: Path) -> str:
 
 
 def gpu_cell(r: Record) -> str:
-    rows = f"{r.figures['rows_passed']}/{r.figures['rows_total']}" if "rows_passed" in r.figures else "all rows"
+    if "rows_passed" in r.figures:
+        rows = f"{r.figures['rows_passed']}/{r.figures['rows_total']}"
+    else:  # a record without row counts: "all rows" only when it passed
+        rows = "all rows" if r.verdict == "pass" else r.verdict
     label = f"{r.variant} " if r.variant else ""
     return f"{label}{rows} ({r.card}, {r.when})"
 

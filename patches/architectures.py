@@ -87,9 +87,9 @@ class Architecture:
 
 _DENSE = "the verify is multi-head attention with the tree mask; the MLP sees one row per node"
 _MOE = "as dense: experts route each node's row on its own, the verify attention applies the tree mask"
-_SWA_CHECKED = ("CPU only: SGLang 0.5.14's and 0.5.15's Triton backend on a hybrid SWA pool, and 0.5.23's extend "
-                "kernel, give every tree node its path's window exactly (tests/test_tree_window_backend_sglang.py, "
-                "tests/test_tree_window_sglang.py); not run on a GPU")
+_SWA_CPU = ("on a CPU, SGLang 0.5.14's and 0.5.15's Triton backend on a hybrid SWA pool, and 0.5.23's extend kernel, "
+            "give every tree node its path's window exactly (tests/test_tree_window_backend_sglang.py, "
+            "tests/test_tree_window_sglang.py)")
 _MLA = ("MLA verify applies the tree mask on triton only (extend kernel with the mask); the other MLA "
         "backends verify a causal chain")
 
@@ -114,12 +114,14 @@ ARCHITECTURES: tuple[Architecture, ...] = (
                  "with sinks, MoE", "served", SWA_REASON,
                  {"architectures": ["GptOssForCausalLM"], "sliding_window": 128,
                   "layer_types": ["sliding_attention", "full_attention"]}, window=True,
-                 checked=_SWA_CHECKED),
+                 checked="GPU matrix on a tiny random-weight gpt-oss target, triton, SGLang 0.5.15 (H100, 2026-12-07): "
+                 "served eager and with CUDA graphs, DDTREE budget 32's output = DFLASH's, both off plain decoding at "
+                 "the same near-flat ties; " + _SWA_CPU),
     Architecture("gemma4", "Gemma 4", "none published yet", "sliding-window and full attention, KV shared across "
                  "layers", "served", SWA_REASON,
                  {"architectures": ["Gemma4ForCausalLM"], "sliding_window": 1024,
                   "layer_types": ["sliding_attention", "full_attention"]}, window=True,
-                 checked=_SWA_CHECKED),
+                 checked=_SWA_CPU + "; not run on a GPU"),
     Architecture("qwen3_next", "Qwen3-Next", "Qwen3-Next-80B-A3B", "Gated DeltaNet + full attention, MoE", "forced",
                  GDN_REASON, {"architectures": ["Qwen3NextForCausalLM"], "linear_num_value_heads": 32,
                               "layer_types": ["linear_attention", "full_attention"]}),

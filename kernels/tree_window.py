@@ -94,10 +94,11 @@ def path_window_mask_torch(tree_mask: torch.Tensor, mask_indptr: torch.Tensor, n
     node_col = col - prefix
     is_tree = live & (node_col >= 0)
     shown = tree_mask != 0
+    row_id = (request * n_nodes + row).clamp(0, bs * n_nodes - 1)  # the flat node of each position's row
     depth = torch.zeros(bs * n_nodes, dtype=torch.int64, device=tree_mask.device)
-    depth.scatter_add_(0, (request * n_nodes + row).clamp(0, bs * n_nodes - 1), (is_tree & shown).to(torch.int64))
+    depth.scatter_add_(0, row_id, (is_tree & shown).to(torch.int64))
     depth -= 1
-    d_row = depth[(request * n_nodes + row).clamp(0, bs * n_nodes - 1)]
+    d_row = depth[row_id]
     d_key = depth[(request * n_nodes + node_col).clamp(0, bs * n_nodes - 1)]
     limit = window if window >= 0 else _NO_WINDOW
     visible = torch.where(is_tree, shown & (d_row - d_key <= limit), prefix + d_row - col <= limit)

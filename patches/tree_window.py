@@ -23,7 +23,6 @@ sliding-window layers before the target's attention backend binds the kernel, as
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 from typing import Any, Callable, Optional
@@ -31,7 +30,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from .kernels.tree_window import path_window_mask
-from .verify_tile import EXTEND_KERNEL_MODULES
+from .verify_tile import extend_kernel_module
 
 WindowMask = Callable[[dict[str, Any], int], Optional[torch.Tensor]]
 _MARK = "_ddtree_path_window"
@@ -88,17 +87,14 @@ def call_window_mask(arguments: dict[str, Any], window: int) -> torch.Tensor:
 def install() -> bool:
     """Wrap SGLang's Triton extend kernel with `path_window_extend` (idempotent); False when this
     SGLang has no such kernel module."""
-    for name in EXTEND_KERNEL_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        original = module.extend_attention_fwd
-        if not getattr(original, _MARK, False):
-            wrapped = path_window_extend(original, call_window_mask)
-            setattr(wrapped, _MARK, True)
-            module.extend_attention_fwd = wrapped
-            logging.getLogger(__name__).info("DDTREE target verify: sliding-window layers see each node's window "
-                                             "along its tree path")
-        return True
-    return False
+    module = extend_kernel_module("extend_attention_fwd")
+    if module is None:
+        return False
+    original = module.extend_attention_fwd
+    if not getattr(original, _MARK, False):
+        wrapped = path_window_extend(original, call_window_mask)
+        setattr(wrapped, _MARK, True)
+        module.extend_attention_fwd = wrapped
+        logging.getLogger(__name__).info("DDTREE target verify: sliding-window layers see each node's window "
+                                         "along its tree path")
+    return True

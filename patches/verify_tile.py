@@ -47,14 +47,22 @@ def parse_tile(spec: str) -> tuple[int, int, int]:
     return int(m[1]), int(m[2]), int(m[3])
 
 
-def _kernel_module() -> Any:
+def extend_kernel_module(needs: str) -> Any | None:
+    """The first of EXTEND_KERNEL_MODULES this SGLang has with a callable `needs` (None: none has)."""
     for name in EXTEND_KERNEL_MODULES:
         try:
             module = importlib.import_module(name)
         except ImportError:
             continue
-        if callable(getattr(module, "_get_block_sizes_for_extend_attention", None)):
+        if callable(getattr(module, needs, None)):
             return module
+    return None
+
+
+def _kernel_module() -> Any:
+    module = extend_kernel_module("_get_block_sizes_for_extend_attention")
+    if module is not None:
+        return module
     raise RuntimeError(f"{ENV} is set, but this SGLang has no Triton extend kernel with a block-size "
                        f"function in {', '.join(EXTEND_KERNEL_MODULES)}; unset it")
 

@@ -6,8 +6,9 @@ each row against the gate, and the attention backends that apply the tree mask i
 verify. The README's support table is rendered from these rows (`support_table`).
 
 Status:
-- "served": the gates admit it and its target verify applies the tree mask on `backends`;
-  `checked` says where greedy DDTREE == plain decoding was shown (or "not run yet").
+- "served": the gates admit it and its target verify applies the tree mask on `backends` (and, for GDN
+  layers, each node's recurrent state from its parent's); `checked` says where greedy DDTREE == plain
+  decoding, or each node's exactness, was shown (or "not run yet").
 - "forced": refused at start; `--speculative-ddtree-allow-hybrid-unsafe` runs it with DFlash's
   chain handling of the hybrid layers, not exact (`reason`).
 No SGLang import: read by the runtime, the tests and the docs alike.
@@ -53,13 +54,18 @@ SWA_REASON = (
     "unchanged but have not run"
 )
 GDN_REASON = (
-    "Gated DeltaNet layers: SGLang's GDN verify runs each node from its parent's cached state only "
-    "when given parent links (EAGLE topk > 1: retrieve_next_token / retrieve_next_sibling; exact on "
-    "0.5.15's kernel, tests/test_tree_recurrence_sglang.py); DDTREE verifies with topk <= 1, so the "
-    "recurrence runs in node order as one chain, the Mamba pool stores conv windows deduplicated as "
-    "for a chain, and the commit keeps the state at the accepted length instead of the last accepted "
-    "node's"
+    "Gated DeltaNet layers: the DDTree worker builds the target's linear-attention backend and Mamba pool for "
+    "a tree (SGLang's EAGLE-tree path: each node's short convolution along its path and its recurrent state "
+    "from its parent's, one dense conv window per verify row), hands it the tree's first-child / next-sibling "
+    "links, and commits the last accepted node's state and window (patches/tree_recurrence.py). Exact on "
+    "SGLang's own backend, pool and GDN kernel on a CPU, 0.5.14-0.5.18 "
+    "(tests/test_tree_recurrence_backend_sglang.py); Triton GDN kernels and a fixed budget only; refused on "
+    "0.5.11-0.5.13 and 0.5.19+ (not checked)"
 )
+_GDN_CPU = ("CPU only, not run on a GPU: SGLang 0.5.14-0.5.18's hybrid linear-attention backend, Mamba pool and "
+            "GDN verify kernel (interpreted; the short-convolution update stood in by torch) give every tree node "
+            "its path's output and commit the last accepted node's state "
+            "(tests/test_tree_recurrence_backend_sglang.py)")
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,7 @@ class Architecture:
     config: dict[str, Any] = field(default_factory=dict)  # the config keys the gates read
     mla: bool = False
     window: bool = False  # has sliding-window layers
+    gdn: bool = False  # has Gated DeltaNet (linear attention) layers
     checked: str = "not run yet"
 
     @property
@@ -122,13 +129,14 @@ ARCHITECTURES: tuple[Architecture, ...] = (
                  {"architectures": ["Gemma4ForCausalLM"], "sliding_window": 1024,
                   "layer_types": ["sliding_attention", "full_attention"]}, window=True,
                  checked=_SWA_CPU + "; not run on a GPU"),
-    Architecture("qwen3_next", "Qwen3-Next", "Qwen3-Next-80B-A3B", "Gated DeltaNet + full attention, MoE", "forced",
+    Architecture("qwen3_next", "Qwen3-Next", "Qwen3-Next-80B-A3B", "Gated DeltaNet + full attention, MoE", "served",
                  GDN_REASON, {"architectures": ["Qwen3NextForCausalLM"], "linear_num_value_heads": 32,
-                              "layer_types": ["linear_attention", "full_attention"]}),
+                              "layer_types": ["linear_attention", "full_attention"]}, gdn=True, checked=_GDN_CPU),
     Architecture("qwen3_5", "Qwen3.5 / Qwen3.6", "Qwen3.5 4B-122B, Qwen3.6", "Gated DeltaNet + full attention",
-                 "forced", GDN_REASON, {"architectures": ["Qwen3_5ForConditionalGeneration"],
+                 "served", GDN_REASON, {"architectures": ["Qwen3_5ForConditionalGeneration"],
                                         "linear_num_value_heads": 32,
-                                        "layer_types": ["linear_attention", "full_attention"]}),
+                                        "layer_types": ["linear_attention", "full_attention"]}, gdn=True,
+                 checked=_GDN_CPU),
 )
 
 

@@ -28,6 +28,7 @@ from sglang.srt.speculative.dflash_info import DFlashVerifyInput
 
 from .kernels import build_tree_mask, tree_positions
 from .kernels.tree_mask import mask_numel
+from .tree_recurrence import tree_links
 
 if TYPE_CHECKING:
     from .kernels import DraftTree
@@ -48,8 +49,12 @@ class DDTreeVerifyInput(DFlashVerifyInput):
 
     Reuses DFlash's `prepare_for_verify` (CUDA-graph load or eager attention metadata) unchanged;
     only the contents differ, so every attention backend that honours `custom_mask` in target
-    verify (Triton, FlashInfer) computes tree attention.
+    verify (Triton, FlashInfer) computes tree attention. A target with recurrent (GDN) layers also
+    gets the tree's links in the names SGLang's EAGLE-tree verify reads them by (tree_recurrence.py).
     """
+
+    retrieve_next_token: Optional[torch.Tensor] = None  # [bs, width] int32: first child, -1 = none
+    retrieve_next_sibling: Optional[torch.Tensor] = None  # [bs, width] int32: next sibling, -1 = none
 
     @classmethod
     def from_tree(
@@ -60,6 +65,7 @@ class DDTreeVerifyInput(DFlashVerifyInput):
         prefix_lens_sum_bound: int,
         prefix_ones: bool = True,
         mask_buffer: Optional[torch.Tensor] = None,
+        recurrent_links: bool = False,
     ) -> "DDTreeVerifyInput":
         """Verify input for `tree` (root = `bonus_tokens`) after prefixes of `prefix_lens`.
 
@@ -68,6 +74,7 @@ class DDTreeVerifyInput(DFlashVerifyInput):
         `mask_buffer` (`graph_mask_buffer`): the mask is written into it when it fits, and the verify
         input carries that view of it, so the graph replay's copy of the mask onto its buffer is
         a copy of a tensor onto itself; otherwise the mask gets its own allocation.
+        `recurrent_links`: carry the tree's links for recurrent layers (`tree_recurrence.tree_links`).
         """
         bs, n = tree.tokens.shape
         tokens = tree.tokens
@@ -81,12 +88,15 @@ class DDTreeVerifyInput(DFlashVerifyInput):
             _announce_mask_in_place()
         else:
             mask = build_tree_mask(tree.parent, prefix_lens, prefix_lens_sum_bound, prefix_ones=prefix_ones)
+        next_token, next_sibling = tree_links(tree.first_child, tree.next_sibling) if recurrent_links else (None, None)
         return cls(
             draft_token=tokens.reshape(-1),
             positions=positions.reshape(-1),
             draft_token_num=n,
             custom_mask=mask,
             capture_hidden_mode=CaptureHiddenMode.FULL,
+            retrieve_next_token=next_token,
+            retrieve_next_sibling=next_sibling,
         )
 
 

@@ -69,7 +69,8 @@ from .graph_capture import install_tree_mask_capture
 from .budget_ladder import PLAIN, budget_width, mem_cap_bytes
 from .verify_graphs import WidthGraphs, published_width
 from .verify_tile import install as install_verify_tile
-from .server_args import has_sliding_window_layers
+from .server_args import gdn_refusal, has_gdn_layers, has_sliding_window_layers
+from .tree_recurrence import install as install_tree_recurrence, steps_as_nodes
 from .tree_window import install as install_tree_window
 from .kernels import accept_walk
 from .kernels.tree_build import root_only_tree
@@ -129,6 +130,9 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
         if has_sliding_window_layers(server_args) and not install_tree_window():
             raise RuntimeError("DDTREE: this target has sliding-window layers, and this SGLang has no Triton extend "
                                "kernel to give each tree node its window along its path")
+        self._tree_recurrence = has_gdn_layers(server_args) and gdn_refusal(server_args) is None
+        if self._tree_recurrence:
+            self._build_target_recurrence_for_trees(target_worker)
         block = draft_block(resolved)
         width = int(resolved.speculative_num_draft_tokens)
         with published_width(block):
@@ -159,6 +163,18 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
             "DDTREE worker: budget=%d topk=%d draft block=%d verify width=%d",
             self.budget, self.topk, self.block_size, self.verify_width,
         )
+
+    @staticmethod
+    def _build_target_recurrence_for_trees(target_worker) -> None:
+        """GDN target: its Mamba pool and linear-attention backend are built for a tree (tree_recurrence.py),
+        which works only while neither exists yet (SGLang 0.5.14-0.5.18 build both after this worker)."""
+        runner = getattr(target_worker, "model_runner", None)
+        if getattr(runner, "req_to_token_pool", None) is not None or getattr(runner, "attn_backend", None) is not None:
+            raise RuntimeError("DDTREE: the target's Mamba pool or attention backend was built before the DDTree "
+                               "worker, so its GDN layers would verify a chain; this SGLang release initialises "
+                               "workers in an order DDTREE does not support for GDN targets.")
+        if not install_tree_recurrence():
+            raise RuntimeError("DDTREE: this SGLang has no linear-attention backend or Mamba pool to build for a tree")
 
     def init_cuda_graphs(self):
         # The scheduler captures the draft's graphs after construction; where runners read the
@@ -246,7 +262,7 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
         with self._target_at(width) as attn_backend:
             verify_input = DDTreeVerifyInput.from_tree(
                 tree, seed, prefix_lens, int(bound_cpu.sum()), prefix_ones=mask_reads_prefix(attn_backend),
-                mask_buffer=graph_mask_buffer(attn_backend),
+                mask_buffer=graph_mask_buffer(attn_backend), recurrent_links=self._tree_recurrence,
             )
             cache_loc_2d = self._request_slots(batch, prefix_lens, width)
             with verify_width(attn_backend, width):
@@ -266,19 +282,21 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
         self._node_sampler().committed(batch, out_tokens, commit_lens)
         new_seq_lens = prefix_lens + commit_lens.to(prefix_lens.dtype)
 
-        if hasattr(self.target_worker.model_runner.attn_backend, "update_mamba_state_after_mtp_verify"):
-            # Only reachable with --speculative-ddtree-allow-hybrid-unsafe: recurrent state is
-            # committed in node order, which is the accepted path only when that path is the
-            # leading chain of the tree.
-            if MAMBA_COMMIT_TAKES_POST_LENS:
-                self._update_target_mamba_state_after_verify(
-                    batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens,
-                    seq_lens_post_verify=new_seq_lens,
-                )
-            else:
-                self._update_target_mamba_state_after_verify(
-                    batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens
-                )
+        target_backend = self.target_worker.model_runner.attn_backend
+        if hasattr(target_backend, "update_mamba_state_after_mtp_verify"):
+            # DFlash's commit names steps along the accepted run; the rows holding their states are the
+            # accepted path's nodes (exact for GDN trees; under --speculative-ddtree-allow-hybrid-unsafe the
+            # verify itself ran a chain, so not exact).
+            with steps_as_nodes(target_backend, accepted_idx):
+                if MAMBA_COMMIT_TAKES_POST_LENS:
+                    self._update_target_mamba_state_after_verify(
+                        batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens,
+                        seq_lens_post_verify=new_seq_lens,
+                    )
+                else:
+                    self._update_target_mamba_state_after_verify(
+                        batch=batch, seq_lens_pre_verify=prefix_lens, commit_lens=commit_lens
+                    )
         if on_publish is not None:
             on_publish(new_seq_lens)
 

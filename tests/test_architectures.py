@@ -12,6 +12,7 @@ from patches.architectures import ARCHITECTURES, MLA_REFUSED_BACKENDS, Architect
 from patches.capabilities import TREE_MASK_ATTENTION_BACKENDS
 from patches import server_args
 from patches.server_args import (
+    GDN_KIND,
     SLIDING_WINDOW_KIND,
     DDTreeArgumentError,
     hybrid_target_kinds,
@@ -45,7 +46,7 @@ def spec_v2_release(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_each_row_agrees_with_the_gates(row: Architecture) -> None:
     kinds = hybrid_target_kinds(SimpleNamespace(model_type=row.model_type, **row.config))
     if row.status == "served":
-        assert kinds == ([SLIDING_WINDOW_KIND] if row.window else [])
+        assert kinds == ([GDN_KIND] if row.gdn else []) + ([SLIDING_WINDOW_KIND] if row.window else [])
         for backend in row.backends:
             validate_ddtree_server_args(_args(row, attention_backend=backend))
     else:
@@ -69,7 +70,7 @@ def test_the_backend_lists_follow_the_attention_kind() -> None:
     assert architecture("qwen3_moe").backends == TREE_MASK_ATTENTION_BACKENDS
     assert architecture("deepseek_v2").backends == ("triton",)
     assert architecture("gpt_oss").backends == ("triton",)
-    assert architecture("qwen3_next").backends == ()
+    assert architecture("qwen3_next").backends == TREE_MASK_ATTENTION_BACKENDS
     with pytest.raises(KeyError, match="known: qwen3"):
         architecture("nope")
 

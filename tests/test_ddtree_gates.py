@@ -153,11 +153,16 @@ def test_split_backends_follow_the_speculative_attention_mode():
 
 
 HYBRIDS = {
-    "qwen3_next": dict(model_type="qwen3_next", architectures=["Qwen3NextForCausalLM"],
-                       full_attention_interval=4, linear_num_value_heads=32),
     "layer_types": dict(model_type="x", layer_types=["linear_attention", "full_attention"]),
     "mamba_keys": dict(model_type="x", mamba_d_state=128),
     "nemotron_h": dict(model_type="nemotron_h", hybrid_override_pattern="M-M*"),
+}
+GDN = {
+    "qwen3_next": dict(model_type="qwen3_next", architectures=["Qwen3NextForCausalLM"],
+                       full_attention_interval=4, linear_num_value_heads=32),
+    "qwen3_5": dict(model_type="qwen3_5", architectures=["Qwen3_5ForConditionalGeneration"],
+                    text_config=SimpleNamespace(model_type="qwen3_5_text", linear_num_value_heads=32,
+                                                layer_types=["linear_attention", "full_attention"])),
     "multimodal_text": dict(model_type="y", text_config=SimpleNamespace(model_type="qwen3_next")),
 }
 SLIDING = {
@@ -175,6 +180,29 @@ def test_recurrent_targets_are_refused(name):
     assert "--speculative-ddtree-allow-hybrid-unsafe" in str(err.value)
 
 
+@pytest.mark.parametrize("name", sorted(GDN))
+def test_gdn_targets_are_served_on_spec_v2_releases_up_to_0_5_18(name, monkeypatch):
+    """Served where the DDTree worker builds the target's Mamba pool and linear backend for a tree
+    (spec-v2 worker, checked on 0.5.14-0.5.18) with SGLang's Triton GDN kernels and a fixed budget;
+    refused elsewhere, naming the layers and why."""
+    monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: True)
+    monkeypatch.setattr(server_args, "resolves_through_bags", lambda: False)
+    validate_ddtree_server_args(make_args(hf_config=GDN[name]))
+    refused = {"flashinfer": dict(linear_attn_decode_backend="flashinfer"),
+               "budget auto": dict(speculative_ddtree_budget="auto")}
+    for why, overrides in refused.items():
+        with pytest.raises(DDTreeArgumentError, match=f"Gated DeltaNet layers.*{why}") as err:
+            validate_ddtree_server_args(make_args(hf_config=GDN[name], **overrides))
+        assert "\n" not in str(err.value)
+    monkeypatch.setattr(server_args, "resolves_through_bags", lambda: True)
+    with pytest.raises(DDTreeArgumentError, match="Gated DeltaNet layers.*0.5.14-0.5.18 only"):
+        validate_ddtree_server_args(make_args(hf_config=GDN[name]))
+    monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: False)
+    with pytest.raises(DDTreeArgumentError, match="Gated DeltaNet layers.*0.5.11-0.5.13"):
+        validate_ddtree_server_args(make_args(hf_config=GDN[name]))
+    validate_ddtree_server_args(make_args(hf_config=GDN[name], speculative_ddtree_allow_hybrid_unsafe=True))
+
+
 @pytest.mark.parametrize("name", sorted(SLIDING))
 def test_sliding_window_targets_are_served_on_triton_from_spec_v2(name, monkeypatch):
     """Served where DDTREE wraps the Triton kernel (spec-v2 worker), refused on a v1 release and on
@@ -190,14 +218,14 @@ def test_sliding_window_targets_are_served_on_triton_from_spec_v2(name, monkeypa
 
 def test_a_recurrent_target_with_windows_is_refused_for_its_recurrent_layers(monkeypatch):
     monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: True)
-    config = dict(HYBRIDS["qwen3_next"], layer_types=["linear_attention", "sliding_attention"])
+    config = dict(HYBRIDS["layer_types"], layer_types=["linear_attention", "sliding_attention"])
     with pytest.raises(DDTreeArgumentError, match="Mamba / linear attention / GDN layers") as err:
         validate_ddtree_server_args(make_args(hf_config=config))
     assert "sliding-window" not in str(err.value)
 
 
 def test_hybrid_refusal_can_be_overridden():
-    args = make_args(hf_config=HYBRIDS["qwen3_next"], speculative_ddtree_allow_hybrid_unsafe=True)
+    args = make_args(hf_config=HYBRIDS["nemotron_h"], speculative_ddtree_allow_hybrid_unsafe=True)
     validate_ddtree_server_args(args)
     assert args.speculative_ddtree_budget == 7
 

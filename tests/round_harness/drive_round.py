@@ -63,6 +63,7 @@ def make_worker(budget: int, topk: int, graph: bool = False) -> worker_v2.DDTree
     w._tree_stage_instance = None
     w._auto_budget = None  # a fixed budget (auto rounds: tests/round_harness/scheduler_path.py)
     w._width_graphs = None  # no per-width verify graphs (CUDA graphs are a GPU matter)
+    w._tree_recurrence = False  # a dense target: no recurrent layers
     req_to_token = torch.randperm(BS * 4096, generator=torch.Generator().manual_seed(1)).to(torch.int32) + 1
     w.model_runner = types.SimpleNamespace(req_to_token_pool=types.SimpleNamespace(req_to_token=req_to_token.view(BS, 4096)))
     w.kv = torch.full((BS * 4096 + 1,), -1, dtype=torch.int64)

@@ -17,7 +17,7 @@ import torch
 
 from kernels.accept_walk import accept_walk_torch
 from kernels.tree_build import DraftTree, build_tree
-from scripts.offchain.oracle import DEPTHS, continuation, draft_logits, target_next
+from scripts.offchain.oracle import DEFAULT, Plan, continuation, draft_logits, target_next
 
 
 @dataclass(frozen=True)
@@ -39,22 +39,23 @@ class RequestOutcome:
 
 
 @lru_cache(maxsize=None)
-def _tree(bonus: int, budget: int, topk: int | None) -> DraftTree:
-    return build_tree(draft_logits(bonus)[None], budget, topk)
+def _tree(bonus: int, budget: int, topk: int | None, plan: Plan) -> DraftTree:
+    return build_tree(draft_logits(bonus, plan)[None], budget, topk)
 
 
-def ddtree_round(prev: int, bonus: int, budget: int, topk: int | None = None) -> RoundOutcome:
+@lru_cache(maxsize=None)  # a pure function of its arguments; a long simulation revisits the same rounds
+def ddtree_round(prev: int, bonus: int, budget: int, topk: int | None = None, plan: Plan = DEFAULT) -> RoundOutcome:
     """One DDTREE round after `... prev, bonus` (bonus not yet verified)."""
     if budget < 1:
         raise ValueError(f"budget must be >= 1, got {budget}")
-    tree = _tree(bonus, budget, topk)
+    tree = _tree(bonus, budget, topk, plan)
     tokens = tree.tokens.clone()
     tokens[:, 0] = bonus
     parent = tree.parent[0]
     posterior = torch.tensor([[target_next(prev, bonus) if p < 0 else target_next(int(tokens[0, p]), -1)
                                for p in parent.tolist()]])
     accepted, length, bonus_out = accept_walk_torch(tokens, tree.first_child, tree.next_sibling, posterior,
-                                                    max_depth=min(budget, DEPTHS))
+                                                    max_depth=min(budget, plan.depths))
     path = accepted[0, 1:int(length) + 1].tolist()
     first_child = tree.first_child[0]
     off = any(int(first_child[parent[n]]) != n for n in path)
@@ -62,9 +63,10 @@ def ddtree_round(prev: int, bonus: int, budget: int, topk: int | None = None) ->
                         path != list(range(1, len(path) + 1)))
 
 
-def dflash_round(prev: int, bonus: int) -> RoundOutcome:
+@lru_cache(maxsize=None)
+def dflash_round(prev: int, bonus: int, plan: Plan = DEFAULT) -> RoundOutcome:
     """One DFLASH round: the argmax chain of the draft, accepted while the target agrees."""
-    chain = draft_logits(bonus).argmax(dim=-1).tolist()
+    chain = draft_logits(bonus, plan).argmax(dim=-1).tolist()
     out, last2 = [], (prev, bonus)
     for token in chain:
         want = target_next(*last2)
@@ -75,16 +77,17 @@ def dflash_round(prev: int, bonus: int) -> RoundOutcome:
     return RoundOutcome(tuple(out) + (target_next(*last2),), False, False)
 
 
-def simulate(prompt: list[int], max_new: int, algo: str, budget: int | None = None) -> RequestOutcome:
+def simulate(prompt: list[int], max_new: int, algo: str, budget: int | None = None,
+             plan: Plan = DEFAULT) -> RequestOutcome:
     """The rounds one request takes to emit `max_new` tokens, checked against plain decoding."""
     expected = continuation(prompt, max_new)
     seq = list(prompt) + expected[:1]  # prefill emits the first token
     res = RequestOutcome(tokens=expected[:1])
     while len(res.tokens) < max_new:
         if algo == "DDTREE":
-            outcome = ddtree_round(seq[-2], seq[-1], budget)
+            outcome = ddtree_round(seq[-2], seq[-1], budget, plan=plan)
         elif algo == "DFLASH":
-            outcome = dflash_round(seq[-2], seq[-1])
+            outcome = dflash_round(seq[-2], seq[-1], plan)
         else:
             raise ValueError(f"unknown algorithm {algo!r}")
         res.rounds += 1
@@ -98,9 +101,10 @@ def simulate(prompt: list[int], max_new: int, algo: str, budget: int | None = No
     return res
 
 
-def expected_acceptance(prompts: list[list[int]], max_new: int, algo: str, budget: int | None = None) -> dict:
+def expected_acceptance(prompts: list[list[int]], max_new: int, algo: str, budget: int | None = None,
+                        plan: Plan = DEFAULT) -> dict:
     """Per-request and mean accepted tokens per round (SGLang's spec_accept_length) and off-chain counts."""
-    outs = [simulate(p, max_new, algo, budget) for p in prompts]
+    outs = [simulate(p, max_new, algo, budget, plan) for p in prompts]
     per_request = [o.accept_length(max_new) for o in outs]
     return {"per_request": [round(x, 4) for x in per_request],
             "mean": round(sum(per_request) / len(per_request), 4),

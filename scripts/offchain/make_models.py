@@ -27,11 +27,12 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 CHECK_PROMPTS = ([5, 17, 70, 71], [300, 301], [127, 64])
 
 
-def check(target_sd: dict, draft_sd: dict, mask_id: int) -> list[str]:
+def check(target_sd: dict, draft_sd: dict, mask_id: int, plan: oracle.Plan = oracle.DEFAULT,
+          prompts: tuple[list[int], ...] = CHECK_PROMPTS) -> list[str]:
     """Problems of the construction under the plain-torch forward (empty when it is as planned)."""
     t, d = ref.bf16_state(target_sd), ref.bf16_state(draft_sd)
     problems = []
-    for prompt in CHECK_PROMPTS:
+    for prompt in prompts:
         seq = prompt + oracle.continuation(prompt, 10)
         logits = ref.target_logits(t, seq, list(range(len(seq))), ref.causal(len(seq)), oracle.TARGET_THETA,
                                    oracle.TARGET_LAYERS)
@@ -44,8 +45,8 @@ def check(target_sd: dict, draft_sd: dict, mask_id: int) -> list[str]:
             problems.append(f"target on {prompt}: top-2 logit margin {margin:.2f} < 10")
         feats = ref.context_features(t, seq[:-1], oracle.TARGET_THETA, oracle.CAPTURE_LAYERS)
         drafted = ref.draft_logits(d, t, seq[-1], mask_id, len(seq) - 1, feats, oracle.DRAFT_THETA,
-                                   oracle.DRAFT_LAYERS)
-        err = float((drafted - oracle.draft_logits(seq[-1])).abs().max())
+                                   oracle.DRAFT_LAYERS, plan.block)
+        err = float((drafted - oracle.draft_logits(seq[-1], plan)).abs().max())
         if err > 1e-3:
             problems.append(f"draft after {seq[-2:]}: logits differ from the plan by {err:.4f}")
     return problems

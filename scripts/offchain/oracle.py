@@ -31,6 +31,8 @@ from functools import lru_cache
 
 import torch
 
+from scripts.offchain import calibration
+
 VOCAB = 512
 HIDDEN = 2 * VOCAB  # token one-hot | previous-token one-hot
 HEAD_DIM = 64
@@ -78,8 +80,8 @@ def continuation(prompt: list[int], n: int) -> list[int]:
 class Row:
     """The draft's planned candidates at one (bonus, depth): tokens and logits in rank order."""
 
-    tokens: tuple[int, int, int]
-    logits: tuple[float, float, float]
+    tokens: tuple[int, ...]
+    logits: tuple[float, ...]
     true_rank: int
 
 
@@ -87,11 +89,50 @@ MAX_BUDGET_CHECKED = 64
 TIE_TOLERANCE = 1e-3  # far above the lse rounding differences between Triton and torch (~1e-6)
 
 
-def _draw_rows(g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+@dataclass(frozen=True)
+class Plan:
+    """What the draft says at every (ring bonus, depth), and the heads that carry it. The default is
+    the oracle the GPU matrix serves (7 depths, 3 candidates, seeded logits); `calibrated_plan` is a
+    drafter of a published DFLASH strength (scripts/offchain/calibration.py)."""
+
+    block: int = BLOCK  # DFlash block: bonus + block - 1 masks; the draft head of depth k is head k
+    heads: int = HEADS  # query / KV heads of every layer (target and draft): at least `block`
+    rank_probs: tuple[float, ...] = RANK_PROBS  # how often the true token is the draft's 1st, 2nd, ... choice
+    draft_probs: tuple[float, ...] | None = None  # planned probability per rank; None: seeded eighths
+    checked_budgets: tuple[int, ...] = tuple(range(1, MAX_BUDGET_CHECKED + 1))  # tie-free at these budgets
+    seed: int = SEED
+
+    @property
+    def depths(self) -> int:
+        return self.block - 1
+
+    @property
+    def candidates(self) -> int:
+        return len(self.rank_probs)
+
+
+DEFAULT = Plan()
+CALIBRATED_BUDGETS = (16, 32, 64, 128, 256)  # the budgets the calibrated pair is benched at
+# A generated sequence walks the ring bonus -> bonus + tokens emitted, so every request settles on a
+# short cycle of bonuses, and a bench reads that cycle's mean, not the ring's. This seed is the first
+# of SEED + 16 + n (n < 3000) whose DFLASH walk from every ring bonus settles on one cycle within 0.06
+# of 7.79 (33 rounds, 4 laps: 7.76); DDTREE's walks still settle on their own cycles (calibrated_pair).
+CALIBRATED_SEED = SEED + 16 + 2929
+
+
+def calibrated_plan(dflash_tau: float = 7.79, tail: float = 0.8, candidates: int = 16, block: int = 16) -> Plan:
+    """A drafter whose chain accepts `dflash_tau` tokens per round at `block`, calibrated (module
+    docstring of scripts/offchain/calibration.py); 16 heads carry its 15 depths."""
+    ranks, probs = calibration.fit(dflash_tau, block - 1, tail, candidates)
+    return Plan(block=block, heads=block, rank_probs=ranks, draft_probs=probs,
+                checked_budgets=tuple(range(1, 33)) + CALIBRATED_BUDGETS[2:], seed=CALIBRATED_SEED)
+
+
+def _draw_rows(g: torch.Generator, plan: Plan) -> tuple[torch.Tensor, torch.Tensor]:
     """One bonus's rows: the true token's rank per depth and the three candidate logits (exact
     multiples of 1/8, so bf16-exact and their squares sum to a multiple of 1/64)."""
-    ranks = torch.multinomial(torch.tensor(RANK_PROBS), DEPTHS, replacement=True, generator=g)
-    eighths = torch.randint(0, 8, (DEPTHS, 3), generator=g).double() / 8
+    ranks = torch.multinomial(torch.tensor(plan.rank_probs), plan.depths, replacement=True, generator=g)
+    eighths = torch.randint(0, 8, (plan.depths, 3), generator=g).double() / 8
     top = 6.0 + eighths[:, 0]  # 6 .. 6.875
     second = top - (0.5 + 2 * eighths[:, 1])  # gap 0.5 .. 2.25
     third = second - (0.25 + eighths[:, 2])  # gap 0.25 .. 1.125
@@ -114,16 +155,16 @@ def _best_scores(lp: list[list[float]], k: int, count: int) -> list[float]:
     return out
 
 
-def ambiguous_budgets(ranks: torch.Tensor, logits: torch.Tensor) -> list[int]:
-    """Budgets (1..MAX_BUDGET_CHECKED) at which a true-path prefix scores within TIE_TOLERANCE of
+def ambiguous_budgets(ranks: torch.Tensor, logits: torch.Tensor, plan: Plan = DEFAULT) -> list[int]:
+    """Budgets (of plan.checked_budgets) at which a true-path prefix scores within TIE_TOLERANCE of
     the tree's cut-off: there, rounding alone would decide the accepted length."""
     lp = []
     for row in logits.tolist():
         lse = math.log(sum(math.exp(v) for v in row) + (VOCAB - len(row)))
-        lp.append([v - lse for v in row] + [-lse] * (MAX_BUDGET_CHECKED - len(row)))
-    true_scores = [sum(lp[d][int(ranks[d])] for d in range(n)) for n in range(1, DEPTHS + 1)]
+        lp.append([v - lse for v in row] + [-lse] * (max(plan.checked_budgets) - len(row)))
+    true_scores = [sum(lp[d][int(ranks[d])] for d in range(n)) for n in range(1, len(lp) + 1)]
     bad = []
-    for budget in range(1, MAX_BUDGET_CHECKED + 1):
+    for budget in plan.checked_budgets:
         best = _best_scores(lp, budget, budget + 1)
         if len(best) <= budget:
             continue
@@ -133,42 +174,55 @@ def ambiguous_budgets(ranks: torch.Tensor, logits: torch.Tensor) -> list[int]:
     return bad
 
 
-@lru_cache(maxsize=1)
-def _plan() -> tuple[torch.Tensor, torch.Tensor]:
-    """Seeded per (ring bonus, depth): the true token's rank and the three candidate logits. A
-    bonus whose rows leave a true-path prefix on a tie at some budget's cut-off is drawn again."""
-    g = torch.Generator().manual_seed(SEED)
-    ranks, logits = torch.zeros(RING, DEPTHS, dtype=torch.int64), torch.zeros(RING, DEPTHS, 3, dtype=torch.float64)
+def _calibrated_rows(g: torch.Generator, plan: Plan) -> torch.Tensor:
+    """One bonus's candidate logits under a calibrated plan: its planned logits, jittered."""
+    logits = calibration.planned_logits(plan.draft_probs, VOCAB)
+    return torch.tensor([calibration.jittered(logits, g) for _ in range(plan.depths)], dtype=torch.float64)
+
+
+@lru_cache(maxsize=4)
+def _plan(plan: Plan = DEFAULT) -> tuple[torch.Tensor, torch.Tensor]:
+    """Seeded per (ring bonus, depth): the true token's rank and the candidate logits. A bonus whose
+    rows leave a true-path prefix on a tie at some budget's cut-off is drawn again (its logits only,
+    under a calibrated plan, whose ranks are assigned once: calibration.rank_table)."""
+    g = torch.Generator().manual_seed(plan.seed)
+    ranks = torch.zeros(RING, plan.depths, dtype=torch.int64)
+    logits = torch.zeros(RING, plan.depths, plan.candidates, dtype=torch.float64)
+    if plan.draft_probs is not None:
+        ranks = calibration.rank_table(plan.rank_probs, plan.depths, RING, plan.seed)
     for b in range(RING):
         for _ in range(100):
-            ranks[b], logits[b] = _draw_rows(g)
-            if not ambiguous_budgets(ranks[b], logits[b]):
+            if plan.draft_probs is None:
+                ranks[b], logits[b] = _draw_rows(g, plan)
+            else:
+                logits[b] = _calibrated_rows(g, plan)
+            if not ambiguous_budgets(ranks[b], logits[b], plan):
                 break
         else:
             raise RuntimeError(f"no tie-free draft rows for ring bonus {RING_START + b} in 100 draws")
     return ranks, logits
 
 
-def plan_row(bonus: int, depth: int) -> Row:
-    """Candidates at `depth` (1..7) after ring token `bonus`: the true token bonus+depth at its rank."""
+def plan_row(bonus: int, depth: int, plan: Plan = DEFAULT) -> Row:
+    """Candidates at `depth` (1..plan.depths) after ring token `bonus`: the true token bonus+depth at its rank."""
     if not RING_START <= bonus < RING_START + RING:
         raise ValueError(f"bonus {bonus} is outside the ring {RING_START}..{RING_START + RING - 1}")
-    ranks, logits = _plan()
+    ranks, logits = _plan(plan)
     b, d = bonus - RING_START, depth - 1
     true = bonus
     for _ in range(depth):
         true = succ(true)
-    decoys = [RING_START + (true - RING_START + RING // 2 + 5 * j) % RING for j in range(2)]
+    decoys = [RING_START + (true - RING_START + RING // 2 + 5 * j) % RING for j in range(plan.candidates - 1)]
     r = int(ranks[b, d])
     tokens = decoys[:r] + [true] + decoys[r:]
     return Row(tuple(tokens), tuple(float(v) for v in logits[b, d]), r)
 
 
-def draft_logits(bonus: int) -> torch.Tensor:
-    """The draft's logits [DEPTHS, VOCAB] (float32) for a round whose bonus is `bonus`."""
-    out = torch.zeros(DEPTHS, VOCAB)
-    for d in range(1, DEPTHS + 1):
-        row = plan_row(bonus, d)
+def draft_logits(bonus: int, plan: Plan = DEFAULT) -> torch.Tensor:
+    """The draft's logits [depths, VOCAB] (float32) for a round whose bonus is `bonus`."""
+    out = torch.zeros(plan.depths, VOCAB)
+    for d in range(1, plan.depths + 1):
+        row = plan_row(bonus, d, plan)
         out[d - 1, list(row.tokens)] = torch.tensor(row.logits)
     return out
 
@@ -203,9 +257,10 @@ def qk_vectors(theta: float, pairs: tuple[int, ...], peak: int, const_pair: int 
     return q, k
 
 
-def draft_const_share() -> float:
+def draft_const_share(plan: Plan = DEFAULT) -> float:
     """Share of the constant pair that centres the draft heads' scores on 0 (peak +M, rest <= -M)."""
-    m = positional_margin(DRAFT_THETA, DRAFT_PAIRS, range(-DEPTHS - (DEPTHS - 1), DEPTHS))
+    depths = plan.depths
+    m = positional_margin(DRAFT_THETA, DRAFT_PAIRS, range(-depths - (depths - 1), depths))
     return (1 - m / 2) / (2 - m / 2)
 
 
@@ -240,20 +295,22 @@ def lm_head() -> torch.Tensor:
     return w
 
 
-def target_state_dict() -> dict[str, torch.Tensor]:
-    """HF Qwen3ForCausalLM names, float32 (the writer casts to bf16)."""
+def target_state_dict(plan: Plan = DEFAULT) -> dict[str, torch.Tensor]:
+    """HF Qwen3ForCausalLM names, float32 (the writer casts to bf16). Heads past the first
+    VOCAB / HEAD_DIM read the previous token too but carry no value."""
+    heads = plan.heads
     sd = {"model.embed_tokens.weight": embedding(), "model.norm.weight": torch.ones(HIDDEN),
           "lm_head.weight": lm_head()}
     for i in range(TARGET_LAYERS):
-        sd.update(_zero_layer(f"model.layers.{i}.", HEADS, HEADS))
+        sd.update(_zero_layer(f"model.layers.{i}.", heads, heads))
     p = "model.layers.0."
     sd[p + "input_layernorm.weight"] = torch.full((HIDDEN,), NORM_IN)
     q, k = qk_vectors(TARGET_THETA, TARGET_PAIRS, peak=1)
     rows = slice(0, VOCAB)  # token half only: the query / key do not depend on the token
-    sd[p + "self_attn.q_proj.weight"][:, rows] = q.float().repeat(HEADS)[:, None]
-    sd[p + "self_attn.k_proj.weight"][:, rows] = k.float().repeat(HEADS)[:, None]
-    sd[p + "self_attn.v_proj.weight"][:, :VOCAB] = torch.eye(HEADS * HEAD_DIM, VOCAB)
-    sd[p + "self_attn.o_proj.weight"][VOCAB:, :] = GAMMA * torch.eye(VOCAB, HEADS * HEAD_DIM)
+    sd[p + "self_attn.q_proj.weight"][:, rows] = q.float().repeat(heads)[:, None]
+    sd[p + "self_attn.k_proj.weight"][:, rows] = k.float().repeat(heads)[:, None]
+    sd[p + "self_attn.v_proj.weight"][:, :VOCAB] = torch.eye(heads * HEAD_DIM, VOCAB)
+    sd[p + "self_attn.o_proj.weight"][VOCAB:, :] = GAMMA * torch.eye(VOCAB, heads * HEAD_DIM)
     sd[p + "self_attn.q_norm.weight"] = torch.full((HEAD_DIM,), TARGET_QK_GAIN)
     sd[p + "self_attn.k_norm.weight"] = torch.full((HEAD_DIM,), TARGET_QK_GAIN)
     return sd
@@ -271,11 +328,11 @@ def four_squares(n: int) -> tuple[int, int, int, int]:
     raise AssertionError(n)
 
 
-def draft_output_vector(bonus: int, depth: int, mask_id: int) -> torch.Tensor:
+def draft_output_vector(bonus: int, depth: int, mask_id: int, plan: Plan = DEFAULT) -> torch.Tensor:
     """What head `depth` adds to the residual at block position `depth`: the planned logits on the
     previous-token half at the ring pre-images of the candidates, plus fillers making the final
     RMS exactly 1 (sum of squares = HIDDEN) so that the normalised logits are the planned ones."""
-    row = plan_row(bonus, depth)
+    row = plan_row(bonus, depth, plan)
     v = torch.zeros(HIDDEN, dtype=torch.float64)
     for token, logit in zip(row.tokens, row.logits):
         pre = next(x for x in range(RING_START, RING_START + RING) if succ(succ(x)) == token)
@@ -288,16 +345,18 @@ def draft_output_vector(bonus: int, depth: int, mask_id: int) -> torch.Tensor:
     return v
 
 
-def draft_state_dict(mask_id: int) -> dict[str, torch.Tensor]:
+def draft_state_dict(mask_id: int, plan: Plan = DEFAULT) -> dict[str, torch.Tensor]:
     """SGLang DFlashDraftModel names (`layers.*`, `fc`, `hidden_norm`, `norm`), float32."""
+    if plan.heads < plan.block:
+        raise ValueError(f"{plan.depths} depths need {plan.block} heads (head k drafts depth k), not {plan.heads}")
     sd = {"norm.weight": torch.ones(HIDDEN), "hidden_norm.weight": torch.ones(HIDDEN),
           "fc.weight": torch.zeros(HIDDEN, len(CAPTURE_LAYERS) * HIDDEN)}
     for i in range(DRAFT_LAYERS):
-        sd.update(_zero_layer(f"layers.{i}.", HEADS, HEADS))
+        sd.update(_zero_layer(f"layers.{i}.", plan.heads, plan.heads))
     p = "layers.0."
     sd[p + "input_layernorm.weight"] = torch.full((HIDDEN,), NORM_IN)
-    share = draft_const_share()
-    for depth in range(1, DEPTHS + 1):  # head 0 stays zero
+    share = draft_const_share(plan)
+    for depth in range(1, plan.depths + 1):  # head 0 stays zero
         heads = slice(depth * HEAD_DIM, (depth + 1) * HEAD_DIM)
         q, k = qk_vectors(DRAFT_THETA, DRAFT_PAIRS, depth, DRAFT_CONST_PAIR, share)
         sd[p + "self_attn.q_proj.weight"][heads, :VOCAB] = q.float()[:, None]
@@ -305,31 +364,31 @@ def draft_state_dict(mask_id: int) -> dict[str, torch.Tensor]:
         for j in range(RING):
             sd[p + "self_attn.v_proj.weight"][depth * HEAD_DIM + j, RING_START + j] = 1.0
             sd[p + "self_attn.o_proj.weight"][:, depth * HEAD_DIM + j] = draft_output_vector(
-                RING_START + j, depth, mask_id).float()
+                RING_START + j, depth, mask_id, plan).float()
     sd[p + "self_attn.q_norm.weight"] = torch.full((HEAD_DIM,), DRAFT_QK_GAIN)
     sd[p + "self_attn.k_norm.weight"] = torch.full((HEAD_DIM,), DRAFT_QK_GAIN)
     return sd
 
 
-def target_config(template: dict) -> dict:
+def target_config(template: dict, plan: Plan = DEFAULT) -> dict:
     """The gpurig target config.json with this oracle's shapes."""
     cfg = dict(template)
     cfg.update(hidden_size=HIDDEN, intermediate_size=INTERMEDIATE, num_hidden_layers=TARGET_LAYERS,
-               num_attention_heads=HEADS, num_key_value_heads=HEADS, head_dim=HEAD_DIM, vocab_size=VOCAB,
+               num_attention_heads=plan.heads, num_key_value_heads=plan.heads, head_dim=HEAD_DIM, vocab_size=VOCAB,
                layer_types=["full_attention"] * TARGET_LAYERS, tie_word_embeddings=False,
                rope_parameters={"rope_theta": TARGET_THETA, "rope_type": "default"})
     cfg.pop("rope_theta", None)
     return cfg
 
 
-def draft_config(template: dict) -> dict:
-    """The gpurig DFlash draft config.json with this oracle's shapes (block 8, capture layers 1, 2)."""
-    cfg = target_config(template)
+def draft_config(template: dict, plan: Plan = DEFAULT) -> dict:
+    """The gpurig DFlash draft config.json with this oracle's shapes (block 8 by default, capture layers 1, 2)."""
+    cfg = target_config(template, plan)
     cfg.update(num_hidden_layers=DRAFT_LAYERS, layer_types=["full_attention"] * DRAFT_LAYERS,
-               architectures=["DFlashDraftModel"], block_size=BLOCK, num_target_layers=TARGET_LAYERS,
+               architectures=["DFlashDraftModel"], block_size=plan.block, num_target_layers=TARGET_LAYERS,
                rope_parameters={"rope_theta": DRAFT_THETA, "rope_type": "default"})
     dflash = dict(template.get("dflash_config") or {})
-    dflash.update(block_size=BLOCK, target_layer_ids=CAPTURE_LAYERS)
+    dflash.update(block_size=plan.block, target_layer_ids=CAPTURE_LAYERS)
     if "mask_token_id" not in dflash:
         raise ValueError("the draft config template has no dflash_config.mask_token_id")
     cfg["dflash_config"] = dflash

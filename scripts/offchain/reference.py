@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from scripts.offchain.oracle import BLOCK, HEAD_DIM, HEADS, rope_freqs
+from scripts.offchain.oracle import BLOCK, HEAD_DIM, rope_freqs
 
 EPS = 1e-6
 BF16 = torch.bfloat16
@@ -37,9 +37,9 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float) -> torch.Tensor
 
 def _qkv(sd: dict, p: str, x: torch.Tensor, positions: torch.Tensor, theta: float):
     n = x.shape[0]
-    q = _bf(x @ sd[p + "self_attn.q_proj.weight"].T).view(n, HEADS, HEAD_DIM)
-    k = _bf(x @ sd[p + "self_attn.k_proj.weight"].T).view(n, HEADS, HEAD_DIM)
-    v = _bf(x @ sd[p + "self_attn.v_proj.weight"].T).view(n, HEADS, HEAD_DIM)
+    q = _bf(x @ sd[p + "self_attn.q_proj.weight"].T).view(n, -1, HEAD_DIM)  # query heads = KV heads here
+    k = _bf(x @ sd[p + "self_attn.k_proj.weight"].T).view(n, -1, HEAD_DIM)
+    v = _bf(x @ sd[p + "self_attn.v_proj.weight"].T).view(n, -1, HEAD_DIM)
     q = rope(rms_norm(q, sd[p + "self_attn.q_norm.weight"]), positions, theta)
     k = rope(rms_norm(k, sd[p + "self_attn.k_norm.weight"]), positions, theta)
     return q, k, v
@@ -79,15 +79,15 @@ def causal(n: int) -> torch.Tensor:
 
 
 def draft_logits(draft_sd: dict, target_sd: dict, bonus: int, mask_id: int, prefix: int,
-                 context_features: torch.Tensor, theta: float, layers: int) -> torch.Tensor:
-    """Draft logits [BLOCK - 1, V] for the block [bonus, MASK x 7] at positions prefix.., with the
-    context KV built from `context_features` [prefix, len(capture layers) * HIDDEN]."""
-    block = torch.tensor([bonus] + [mask_id] * (BLOCK - 1))
-    pos = torch.arange(prefix, prefix + BLOCK)
+                 context_features: torch.Tensor, theta: float, layers: int, block_size: int = BLOCK) -> torch.Tensor:
+    """Draft logits [block_size - 1, V] for the block [bonus, MASK x (block_size - 1)] at positions
+    prefix.., with the context KV built from `context_features` [prefix, len(capture layers) * HIDDEN]."""
+    block = torch.tensor([bonus] + [mask_id] * (block_size - 1))
+    pos = torch.arange(prefix, prefix + block_size)
     ctx_pos = torch.arange(prefix)
     ctx = rms_norm(_bf(context_features @ draft_sd["fc.weight"].T), draft_sd["hidden_norm.weight"])
     h = target_sd["model.embed_tokens.weight"][block]
-    visible = torch.ones(BLOCK, prefix + BLOCK, dtype=torch.bool)  # non-causal block, whole context
+    visible = torch.ones(block_size, prefix + block_size, dtype=torch.bool)  # non-causal block, whole context
     for i in range(layers):
         p = f"layers.{i}."
         q, k, v = _qkv(draft_sd, p, rms_norm(h, draft_sd[p + "input_layernorm.weight"]), pos, theta)

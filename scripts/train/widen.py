@@ -54,6 +54,9 @@ SHAPES = {
     "qwen3-8b": Shape(hidden=4096, inter=12288, layers=36, heads=64, kv_heads=16, vocab=151936, draft_layers=5),
     # for tests: a few times the tiny preset
     "small": Shape(hidden=256, inter=320, layers=5, heads=8, kv_heads=2, vocab=700, draft_layers=3),
+    # for CPU checks of the 1024-wide off-chain pairs (scripts/offchain/calibrated_pair.py), which `small`
+    # cannot hold: 4 x their hidden, their 16 heads, a few layers
+    "small-wide": Shape(hidden=4096, inter=320, layers=5, heads=16, kv_heads=16, vocab=700, draft_layers=3),
 }
 FINAL_C = 1024.0  # final norms' weight on the constant dim (bf16-exact)
 NEW_TOKEN_WEIGHT = 1024.0  # new tokens' lm_head entry on it (negated)

@@ -1,8 +1,9 @@
-"""The tiny MoE, MLA + MoE and sliding-window (gpt-oss) targets of the GPU matrix's `arch` suite
-(scripts/gpu/make_arch_models.py): their configs pass DDTREE's gates as the architecture rows say (the
-MLA one detected as MLA, the gpt-oss one as sliding-window, served on triton only), their tensors agree
-with their configs (gpt-oss: every parameter SGLang 0.5.15's loader fills, checked on its real model
-class on a CPU), the rig's drafter fits them, and every DDTREE row has its plain reference."""
+"""The tiny MoE, MLA + MoE, sliding-window (gpt-oss) and GDN (Qwen3-Next) targets of the GPU matrix's `arch`
+suite (scripts/gpu/make_arch_models.py): their configs pass DDTREE's gates as the architecture rows say (the
+MLA one detected as MLA, the gpt-oss one as sliding-window, served on triton only, the Qwen3-Next one as
+Gated DeltaNet), their tensors agree with their configs (gpt-oss, Qwen3-Next: every parameter SGLang
+0.5.15's loader fills, checked on its real model class on a CPU), the rig's drafter fits them, and every
+DDTREE row has its plain reference."""
 
 from __future__ import annotations
 
@@ -11,19 +12,21 @@ from types import SimpleNamespace
 import pytest
 
 from patches.architectures import architecture, is_mla_target
-from patches.server_args import SLIDING_WINDOW_KIND, hybrid_target_kinds
+from patches.server_args import GDN_KIND, SLIDING_WINDOW_KIND, hybrid_target_kinds
 from scripts.gpu import make_arch_models as mam
 from scripts.gpu import matrix as gpu_matrix
 from tests.release_probe import run_probe
 
-ROWS = {"moe": "qwen3_moe", "mla": "deepseek_v2", "swa": "gpt_oss"}
+ROWS = {"moe": "qwen3_moe", "mla": "deepseek_v2", "swa": "gpt_oss", "gdn": "qwen3_next"}
 
 
 @pytest.mark.parametrize("arch", sorted(mam.CONFIGS))
 def test_configs_pass_the_gates_their_rows_describe(arch: str) -> None:
     config = SimpleNamespace(**mam.CONFIGS[arch])
     row = architecture(ROWS[arch])
-    assert hybrid_target_kinds(config) == ([SLIDING_WINDOW_KIND] if row.window else []) and row.status == "served"
+    kinds = ([GDN_KIND] if row.gdn else []) + ([SLIDING_WINDOW_KIND] if row.window else [])
+    assert hybrid_target_kinds(config) == kinds and row.status == "served"
+    assert row.gdn == (arch == "gdn")
     assert is_mla_target(config) == row.mla
     assert row.window == (arch == "swa")
     if row.window:
@@ -65,6 +68,35 @@ def test_gpt_oss_tensors_cover_what_its_loader_reads() -> None:
     assert len(s) == 3 + 17 * mam.LAYERS
 
 
+def test_qwen3_next_alternates_gdn_and_gated_full_attention() -> None:
+    """Layers 0 and 2 Gated DeltaNet, 1 and 3 full attention (q_proj holds query and output gate); every
+    layer's MLP routed experts plus a gated shared expert."""
+    c, s = mam.CONFIGS["gdn"], mam.shapes("gdn")
+    assert (c["architectures"], c["model_type"], c["full_attention_interval"]) == (["Qwen3NextForCausalLM"], "qwen3_next", 2)
+    key, value = c["linear_num_key_heads"] * c["linear_key_head_dim"], c["linear_num_value_heads"] * c["linear_value_head_dim"]
+    for i in (0, 2):
+        g = f"model.layers.{i}.linear_attn"
+        assert s[f"{g}.in_proj_qkvz.weight"] == (2 * key + 2 * value, mam.HIDDEN)
+        assert s[f"{g}.conv1d.weight"] == (2 * key + value, 1, c["linear_conv_kernel_dim"])
+        assert s[f"{g}.A_log"] == s[f"{g}.dt_bias"] == (c["linear_num_value_heads"],)
+        assert not any(k.startswith(f"model.layers.{i}.self_attn") for k in s)
+    for i in (1, 3):
+        a = f"model.layers.{i}.self_attn"
+        assert s[f"{a}.q_proj.weight"] == (2 * mam.HEADS * c["head_dim"], mam.HIDDEN)
+        assert not any(k.startswith(f"model.layers.{i}.linear_attn") for k in s)
+    experts = {k.split(".experts.")[1].split(".")[0] for k in s if "layers.0.mlp.experts." in k}
+    assert len(experts) == mam.EXPERTS and "model.layers.0.mlp.shared_expert_gate.weight" in s
+
+
+def test_the_gdn_rows_run_sglangs_triton_kernels_plain_included() -> None:
+    """DDTREE verifies a GDN tree with SGLang's Triton GDN kernels only (server_args.gdn_refusal)."""
+    rows = [c for c in gpu_matrix.configs((gpu_matrix.ARCH,)) if c["model"] == "gdn"]
+    assert {c["algo"] for c in rows} == {"NONE", "DFLASH", "DDTREE"} and len(rows) == 7
+    for c in rows:
+        assert c["target"].endswith("target_gdn_rand") and isinstance(c.get("budget", 8), int)
+        assert c["engine"]["attention_backend"] == "triton" and c["engine"]["linear_attn_backend"] == "triton"
+
+
 def test_mla_tensors_follow_the_latent_ranks() -> None:
     c, s = mam.CONFIGS["mla"], mam.shapes("mla")
     attn = "model.layers.1.self_attn"
@@ -76,7 +108,7 @@ def test_mla_tensors_follow_the_latent_ranks() -> None:
     assert len(experts) == c["n_routed_experts"] == mam.EXPERTS
 
 
-@pytest.mark.parametrize("arch", ["moe", "swa"])
+@pytest.mark.parametrize("arch", ["moe", "swa", "gdn"])
 def test_weights_are_seeded_and_match_the_shapes(arch: str) -> None:
     a, b = mam.weights(arch), mam.weights(arch)
     assert {k: tuple(v.shape) for k, v in a.items()} == mam.shapes(arch)
@@ -169,3 +201,55 @@ def test_gpt_oss_checkpoint_loads_every_parameter_of_sglangs_model(release_site)
     assert out["hybrid_swa"] and out["swa_layers"] == [0, 2]
     assert out["windows"] == [mam.WINDOW - 1, -1, mam.WINDOW - 1, -1]
     assert out["rope"] == "RotaryEmbedding"  # no YaRN
+
+
+GDN_LOAD_PROBE = r"""
+import json, sys, tempfile
+from pathlib import Path
+import torch
+from safetensors.torch import save_file
+from scripts.gpu import make_arch_models as mam
+folder = Path(tempfile.mkdtemp()) / "target_gdn_rand"
+folder.mkdir()
+(folder / "config.json").write_text(json.dumps(dict(mam.CONFIGS["gdn"], eos_token_id=1, pad_token_id=0)))
+state = mam.weights("gdn")
+save_file(state, str(folder / "model.safetensors"))
+from sglang.srt.configs.model_config import ModelConfig
+from sglang.srt.distributed import parallel_state as ps
+from sglang.srt.layers.dp_attention import initialize_dp_attention
+from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method="tcp://127.0.0.1:29549",
+                                local_rank=0, backend="gloo")
+ps.initialize_model_parallel(1, 1)
+args = ServerArgs(model_path=str(folder), device="cpu", attention_backend="triton", linear_attn_backend="triton",
+                  disable_radix_cache=True)
+set_global_server_args_for_scheduler(args)
+mc = ModelConfig(str(folder))
+initialize_dp_attention(args, mc)
+from sglang.srt.configs.update_config import adjust_tp_num_heads_if_necessary
+adjust_tp_num_heads_if_necessary(mc.hf_config, 1, True)  # the CPU engine's head counts (configs/update_config.py)
+from sglang.srt.models.qwen3_next import Qwen3NextForCausalLM
+torch.set_default_dtype(torch.bfloat16)
+model = Qwen3NextForCausalLM(mc.hf_config)
+params = dict(model.named_parameters())
+for p in params.values():
+    p.data.fill_(float("nan"))
+model.load_weights(iter(state.items()))
+print(json.dumps({
+    "unloaded": [n for n, p in params.items() if torch.isnan(p.float()).any()],
+    "params": len(params),
+    "linear_ids": mc.hf_config.linear_layer_ids,
+    "conv_exact": torch.equal(params["model.layers.0.linear_attn.conv1d.weight"].to(torch.bfloat16),
+                              state["model.layers.0.linear_attn.conv1d.weight"]),
+}))
+"""
+
+
+@pytest.mark.heavy  # SGLang 0.5.15's own Qwen3-Next model class and loader, in its CPU venv
+def test_qwen3_next_checkpoint_loads_every_parameter_of_sglangs_model(release_site) -> None:
+    """The written Qwen3-Next tensors fill every parameter of SGLang 0.5.15's Qwen3NextForCausalLM (all set
+    to NaN before loading; its CPU engine, with the key / value head counts its loader pads for the CPU),
+    and SGLang reads layers 0 and 2 as its linear-attention (GDN) layers."""
+    out = run_probe("0.5.15", release_site, GDN_LOAD_PROBE, repo_on_path=True, env={"SGLANG_USE_CPU_ENGINE": "1"})
+    assert out["unloaded"] == [] and out["params"] == 3 + 2 * 15 + 2 * 12  # GDN layers 15 tensors, full ones 12
+    assert out["linear_ids"] == [0, 2] and out["conv_exact"]

@@ -1,6 +1,6 @@
-"""Write tiny random-weight MoE, MLA + MoE and sliding-window targets for the GPU matrix's `arch` suite (issue 51).
+"""Write tiny random-weight MoE, MLA + MoE, sliding-window and GDN targets for the GPU matrix's `arch` suite (issue 51).
 
-usage: python -m scripts.gpu.make_arch_models MODELS_DIR [--arch mla moe swa]
+usage: python -m scripts.gpu.make_arch_models MODELS_DIR [--arch gdn mla moe swa]
   MODELS_DIR/target (make_models.py) gives the tokenizer; each target is written beside it:
   target_moe_rand: Qwen3MoeForCausalLM (4 layers, hidden 256, 8 experts, top-2)
   target_mla_rand: DeepseekV3ForCausalLM (4 layers, hidden 256, MLA q/kv LoRA ranks 128, rope dim 32,
@@ -8,6 +8,11 @@ usage: python -m scripts.gpu.make_arch_models MODELS_DIR [--arch mla moe swa]
   target_swa_rand: GptOssForCausalLM (4 layers, hidden 256, layers sliding (window 8) / full alternating,
                    attention sinks and q/k/v/o biases, 8 experts top-2 with biases, swiglu_limit 7,
                    no rope scaling, bf16: no quantization_config); DDTREE serves it on triton only
+  target_gdn_rand: Qwen3NextForCausalLM (4 layers, hidden 256, Gated DeltaNet on layers 0 and 2 (2 key /
+                   4 value heads of 64, conv kernel 4), gated full attention on 1 and 3 (4 heads of 64,
+                   2 KV heads, rotary on a quarter), 8 experts top-2 + a gated shared expert); its GDN
+                   layers run SGLang's Triton kernels (FLA, and the sgl_kernel / Triton short conv): no
+                   FlashInfer
 All share the gpurig targets' vocabulary (512), hidden size and depth, so the rig's tiny DFlash
 drafter (draft_rand: target_layer_ids [1, 2], num_target_layers 4, the target's embedding and
 lm_head) drafts for them unchanged. Weights are N(0, 0.02) (norms 1), seeded, bf16 safetensors,
@@ -54,6 +59,14 @@ CONFIGS: dict[str, dict] = {
                 layer_types=["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(LAYERS)],
                 attention_bias=True, rms_norm_eps=1e-5, router_aux_loss_coef=0.0, output_router_logits=False,
                 rope_parameters={"rope_type": "default", "rope_theta": _COMMON["rope_theta"]}),
+    # Qwen3-Next: layer (i + 1) % full_attention_interval == 0 is full attention (layers 1 and 3 here),
+    # the others Gated DeltaNet; every layer's MLP is MoE (decoder_sparse_step 1) with a shared expert.
+    "gdn": dict(_COMMON, architectures=["Qwen3NextForCausalLM"], model_type="qwen3_next", num_key_value_heads=2,
+                head_dim=64, partial_rotary_factor=0.25, attention_bias=False, full_attention_interval=2,
+                linear_conv_kernel_dim=4, linear_key_head_dim=64, linear_value_head_dim=64, linear_num_key_heads=2,
+                linear_num_value_heads=4, intermediate_size=512, moe_intermediate_size=MOE_INTER,
+                shared_expert_intermediate_size=MOE_INTER, num_experts=EXPERTS, num_experts_per_tok=TOP_K,
+                decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, rope_scaling=None),
 }
 
 
@@ -72,6 +85,9 @@ def shapes(arch: str) -> dict[str, tuple[int, ...]]:
         out.update({f"{p}.input_layernorm.weight": (HIDDEN,), f"{p}.post_attention_layernorm.weight": (HIDDEN,)})
         if arch == "swa":
             out.update(_gpt_oss_layer(p, c))
+            continue
+        if arch == "gdn":
+            out.update(_qwen3_next_layer(p, c, full=(i + 1) % c["full_attention_interval"] == 0))
             continue
         if arch == "moe":
             d, kv = c["head_dim"], c["num_key_value_heads"]
@@ -114,6 +130,31 @@ def _gpt_oss_layer(p: str, c: dict) -> dict[str, tuple[int, ...]]:
             f"{m}.router.weight": (e, HIDDEN), f"{m}.router.bias": (e,),
             f"{m}.experts.gate_up_proj": (e, HIDDEN, 2 * inter), f"{m}.experts.gate_up_proj_bias": (e, 2 * inter),
             f"{m}.experts.down_proj": (e, inter, HIDDEN), f"{m}.experts.down_proj_bias": (e, HIDDEN)}
+
+
+def _qwen3_next_layer(p: str, c: dict, full: bool) -> dict[str, tuple[int, ...]]:
+    """One Qwen3-Next layer beside its norms: gated full attention (q_proj twice the heads: query and
+    gate) with q/k norms, or a Gated DeltaNet (q, k, v, z fused in in_proj_qkvz, b and a in in_proj_ba,
+    the depthwise conv1d, A_log, dt_bias, the gated output norm); then the MoE with its shared expert."""
+    if full:
+        d, kv, a = c["head_dim"], c["num_key_value_heads"], f"{p}.self_attn"
+        out = {f"{a}.q_proj.weight": (2 * HEADS * d, HIDDEN), f"{a}.k_proj.weight": (kv * d, HIDDEN),
+               f"{a}.v_proj.weight": (kv * d, HIDDEN), f"{a}.o_proj.weight": (HIDDEN, HEADS * d),
+               f"{a}.q_norm.weight": (d,), f"{a}.k_norm.weight": (d,)}
+    else:
+        key = c["linear_num_key_heads"] * c["linear_key_head_dim"]
+        value, heads = c["linear_num_value_heads"] * c["linear_value_head_dim"], c["linear_num_value_heads"]
+        g = f"{p}.linear_attn"
+        out = {f"{g}.in_proj_qkvz.weight": (2 * key + 2 * value, HIDDEN), f"{g}.in_proj_ba.weight": (2 * heads, HIDDEN),
+               f"{g}.conv1d.weight": (2 * key + value, 1, c["linear_conv_kernel_dim"]), f"{g}.A_log": (heads,),
+               f"{g}.dt_bias": (heads,), f"{g}.norm.weight": (c["linear_value_head_dim"],),
+               f"{g}.out_proj.weight": (HIDDEN, value)}
+    m = f"{p}.mlp"
+    out.update({f"{m}.gate.weight": (EXPERTS, HIDDEN), f"{m}.shared_expert_gate.weight": (1, HIDDEN)})
+    out.update(_mlp(f"{m}.shared_expert", c["shared_expert_intermediate_size"]))
+    for e in range(EXPERTS):
+        out.update(_mlp(f"{m}.experts.{e}", MOE_INTER))
+    return out
 
 
 def weights(arch: str, seed: int = 0) -> dict[str, torch.Tensor]:

@@ -51,12 +51,15 @@ OFFCHAIN = {"prompts": [[70, 71], [5, 17, 33, 99, 100], list(range(64, 90)), [30
                         [200, 64, 65], [127, 64], [10, 11, 12, 13, 100, 101]],
             "max_new": 64, "budgets": (4, 8, 16, 32, 64)}
 SUITES = ("base", "offchain")
-ARCH = "arch"  # not in `all`: scripts/gpu/make_arch_models.py's MoE, MLA + MoE and sliding-window (gpt-oss)
-ARCH_MODELS = ("moe", "mla", "swa")  # targets, judged as target_rand is
+ARCH = "arch"  # not in `all`: scripts/gpu/make_arch_models.py's MoE, MLA + MoE, sliding-window (gpt-oss), GDN
+ARCH_MODELS = ("moe", "mla", "swa", "gdn")  # targets, judged as target_rand is
 # Engine settings of an arch model's rows, plain reference included: the sliding-window target is served
 # on triton only (patches/architectures.SWA_TREE_BACKENDS), and its bf16 experts run SGLang's Triton
-# fused MoE (without it gpt-oss picks the triton_kernels package's MoE where that is installed).
-ARCH_ENGINE = {"swa": {"attention_backend": "triton", "moe_runner_backend": "triton"}}
+# fused MoE (without it gpt-oss picks the triton_kernels package's MoE where that is installed). The GDN
+# target (Qwen3-Next) runs SGLang's Triton GDN kernels, the only ones DDTREE verifies a tree with
+# (server_args.gdn_refusal), and triton attention for its full-attention layers.
+ARCH_ENGINE = {"swa": {"attention_backend": "triton", "moe_runner_backend": "triton"},
+               "gdn": {"attention_backend": "triton", "linear_attn_backend": "triton"}}
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 # What a DDTREE engine's log shows (at warning, the engines' level) when it commits by reordering
 # req_to_token (patches/kv_commit.py).

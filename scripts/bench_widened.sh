@@ -13,7 +13,10 @@
 #   one scripts/bench/e2e.py run beside its own DFLASH, plain in the first group only, so a GPU that holds three
 #   8B-shape engines benches any number of budgets; the call's time left is shared evenly. With several
 #   groups, group i reports in bench/g<i>;
-#   PAIR, WIDE, WORK: the folders (default /tmp/pair, /tmp/wide, /tmp/bench-e2e).
+#   PAIR, WIDE, WORK: the folders (default /tmp/pair, /tmp/wide, /tmp/bench-e2e);
+#   PAIR_SOURCE=calibrated: instead of training, build the calibrated off-chain pair (scripts/offchain/calibrated_pair.py:
+#   a constructed drafter whose DFLASH accepts 7.79 tokens per round, CPU, ~30 s; its prompts.json holds ring prompts
+#   on which its analytic acceptance holds, in its manifest) and widen that (TRAIN_CAPS / TRAIN_ARGS unused).
 # Every option reaches every group's scripts/bench/e2e.py: e.g. budget auto (issue 48) beside the fixed budgets, with
 # CUDA graphs (auto captures a verify graph per ladder width), in one group of five engines (an H200):
 #   DDTREE_AUTO_MAX_BUDGET=32 RIG=$PWD/.gpurig BUDGET_GROUPS="16 32" TRAIN_CAPS="75 75" TRAIN_ARGS="--preset strong" \
@@ -27,12 +30,19 @@ source "$(dirname "${BASH_SOURCE[0]}")/gpu_setup.sh" || exit 1
 echo "[setup] $(( $(date +%s) - t0 ))s"
 if [ "${REUSE:-0}" = 1 ] && [ -f "$PAIR/manifest.json" ] && [ -f "$WIDE/manifest.json" ]; then
   echo "[reuse] $PAIR and $WIDE"
+elif [ "${PAIR_SOURCE:-train}" = calibrated ]; then
+  # gpurig's configs and tokenizer are the templates (no weights needed); then the pair, checked by its own CPU forward
+  { python3 "$RIG/scripts/make_models.py" /tmp/models && python3 -m scripts.offchain.calibrated_pair "$PAIR" \
+      --template /tmp/models; } > "$OUT/train.log" 2>&1
+  echo "[calibrated] rc=$? $(( $(date +%s) - t0 ))s"; tail -9 "$OUT/train.log"
 else
   read -r target_cap draft_cap <<< "${TRAIN_CAPS:-90 60}"
   # shellcheck disable=SC2086  # TRAIN_ARGS is a list of options
   python3 -m scripts.train.pair "$PAIR" --set "target_cap_s=$target_cap" --set "draft_cap_s=$draft_cap" \
     ${TRAIN_ARGS:-} > "$OUT/train.log" 2>&1
   echo "[train] rc=$? $(( $(date +%s) - t0 ))s"; grep -E "estimate|held-out" "$OUT/train.log" | tail -2
+fi
+if [ "${REUSE:-0}" != 1 ] || [ ! -f "$PAIR/manifest.json" ] || [ ! -f "$WIDE/manifest.json" ]; then
   [ -f "$PAIR/manifest.json" ] || { tail -20 "$OUT/train.log"; exit 1; }
   cp "$PAIR/manifest.json" "$OUT/manifest.json"
   python3 -m scripts.train.widen "$PAIR" "$WIDE" --no-check > "$OUT/widen.log" 2>&1 || { tail -20 "$OUT/widen.log"; exit 1; }
@@ -47,7 +57,7 @@ for budgets in "${groups[@]}"; do
   [ $i -gt 1 ] && extra=(--no-plain)
   left=$(( (BUDGET_S - ($(date +%s) - t0) - 25) / (${#groups[@]} - i + 1) ))
   # shellcheck disable=SC2086  # budgets is a list of numbers
-  BENCH_COMMAND="RIG=\$PWD/$(basename "${RIG:-.gpurig}") BUDGET_S=$BUDGET_S BUDGET_GROUPS='${BUDGET_GROUPS:-16 32}' bash scripts/bench_widened.sh $*" \
+  BENCH_COMMAND="${PAIR_SOURCE:+PAIR_SOURCE=$PAIR_SOURCE }RIG=\$PWD/$(basename "${RIG:-.gpurig}") BUDGET_S=$BUDGET_S BUDGET_GROUPS='${BUDGET_GROUPS:-16 32}' bash scripts/bench_widened.sh $*" \
     python3 -m scripts.bench.e2e --pair "$WIDE" --out "$out" --work "$work" --deadline-s "$left" \
     --phases pair0 --budgets $budgets --repeats 3 --pair-tokens 16384 --startup-timeout-s 150 "${extra[@]}" "$@" || rc=1
   mkdir -p "$out" && cp "$work"/*.log "$out/" 2>/dev/null

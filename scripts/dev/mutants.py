@@ -485,4 +485,19 @@ HYBRID = (
            ("tests/test_architectures.py",)),
 )
 
-MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON + AUTO_AND_PROOF + HYBRID
+CALIBRATED_TESTS = "tests/test_calibrated_pair.py::"
+# The calibrated off-chain pair (scripts/offchain/calibration.py): slips that leave a working pair of the
+# wrong strength, so a bench would read DDTREE in a regime it does not claim.
+CALIBRATED = (
+    Mutant("calibrated: the chain counts start one depth late (DFLASH accepts less than 7.79)",
+           "scripts/offchain/calibration.py", "    return [round(ring * q**k) for k in range(1, depths + 1)]\n",
+           "    return [round(ring * q**(k + 1)) for k in range(1, depths + 1)]\n",
+           (CALIBRATED_TESTS + "test_dflash_accepts_the_published_7_79_over_the_ring",)),
+    Mutant("calibrated: the draft's tail one power short of the truth's rank frequencies",
+           "scripts/offchain/calibration.py", "(1 - q) * (1 - tail) * tail ** (r - 1) for r in range(1, candidates)",
+           "(1 - q) * (1 - tail) * tail ** r for r in range(1, candidates)",
+           (CALIBRATED_TESTS + "test_the_drafts_probabilities_are_its_rank_frequencies",)),
+)
+
+MUTANTS: tuple[Mutant, ...] = RULES + TRANSACTION + VERIFY + KERNELS + WORKER + CAPTURE + TRITON + AUTO_AND_PROOF + HYBRID \
+    + CALIBRATED

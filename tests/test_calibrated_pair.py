@@ -153,3 +153,17 @@ def test_bench_widened_builds_the_calibrated_pair_instead_of_training(tmp_path: 
     assert lines[3] == f"-m scripts.train.widen {tmp_path / 'pair'} {tmp_path / 'wide'} --no-check"
     assert lines[4].startswith(f"-m scripts.bench.e2e --pair {tmp_path / 'wide'} ") and not any("train.pair" in x for x in lines)
     assert json.loads((tmp_path / "out" / "manifest.json").read_text()) == {}
+
+
+def test_the_bench_prompts_keep_the_ring_regime_from_batch_4_and_order_the_configs_at_batch_1() -> None:
+    """The manifest's `bench` figures: what spec_accept_length should read on the first b prompts.
+    A single prompt walks a cycle of ~15 bonuses, so batch 1 keeps only the order and the ratios to
+    DFLASH (within 3 %); from batch 4 on every config is within 3 % of the ring's figure."""
+    fig = calibrated_pair.figures(PLAN, 0.8)
+    ring = fig["ring"]
+    for batch in ("4", "16"):
+        assert all(abs(fig["bench"][batch][c] / ring[c] - 1) < 0.03 for c in calibrated_pair.CONFIGS), batch
+    one = fig["bench"]["1"]
+    assert [one[c] for c in calibrated_pair.CONFIGS] == sorted(one.values())
+    assert all(abs(one[c] / one["DFLASH"] / (ring[c] / ring["DFLASH"]) - 1) < 0.03 for c in calibrated_pair.CONFIGS)
+    assert abs(ring["DFLASH"] - 7.79) <= 0.05 and abs(fig["model"]["DFLASH"] - 7.79) < 1e-3

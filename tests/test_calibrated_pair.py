@@ -157,7 +157,7 @@ def test_bench_widened_builds_the_calibrated_pair_instead_of_training(tmp_path: 
 
 def test_the_bench_prompts_keep_the_ring_regime_from_batch_4_and_order_the_configs_at_batch_1() -> None:
     """The manifest's `bench` figures: what spec_accept_length should read on the first b prompts.
-    A single prompt walks a cycle of ~15 bonuses, so batch 1 keeps only the order and the ratios to
+    A single prompt walks one cycle of bonuses, so batch 1 keeps only the order and the ratios to
     DFLASH (within 3 %); from batch 4 on every config is within 3 % of the ring's figure."""
     fig = calibrated_pair.figures(PLAN, 0.8)
     ring = fig["ring"]
@@ -167,3 +167,15 @@ def test_the_bench_prompts_keep_the_ring_regime_from_batch_4_and_order_the_confi
     assert [one[c] for c in calibrated_pair.CONFIGS] == sorted(one.values())
     assert all(abs(one[c] / one["DFLASH"] / (ring[c] / ring["DFLASH"]) - 1) < 0.03 for c in calibrated_pair.CONFIGS)
     assert abs(ring["DFLASH"] - 7.79) <= 0.05 and abs(fig["model"]["DFLASH"] - 7.79) < 1e-3
+
+
+def test_the_bench_report_says_the_pair_is_constructed_and_gives_its_analytic_figures(tmp_path: Path) -> None:
+    from scripts.bench import e2e
+
+    fig = {"ring": {"DFLASH": 7.7969, "DDTREE_b16": 7.8125}, "bench": {"1": {"DFLASH": 7.1111, "DDTREE_b16": 7.1111}}}
+    manifest = {"plan": {"block": 16, "rank_probs": PLAN.rank_probs, "tail": 0.8, "dflash_tau": 7.79}, "figures": fig,
+                "widened": {"shape": vars(widen.SHAPES["qwen3-8b"]), "head_dim": 64}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    first, second = e2e.pair_notes(tmp_path)
+    assert "constructed by hand, not trained" in first and "accepts 7.7969 tokens per round" in first
+    assert "hidden 4096" in first and "batch 1: DFLASH 7.1111, DDTREE_b16 7.1111" in second

@@ -464,8 +464,34 @@ def machine() -> str:
     return f"{gpu}; {os.cpu_count()} CPU cores; Python {sys.version.split()[0]}"
 
 
+def _widened_note(m: dict) -> str:
+    if "widened" not in m:
+        return ""
+    w, hd = m["widened"]["shape"], m["widened"]["head_dim"]
+    return (f" Then widened by `scripts/train/widen.py` to hidden {w['hidden']}, MLP {w['inter']}, "
+            f"{w['layers']} target layers ({w['heads']} x {hd} query / {w['kv_heads']} x {hd} KV heads), vocab "
+            f"{w['vocab']}, a {w['draft_layers']}-layer drafter: the same function (the trained weights in "
+            f"the first dims, every other weight zero, new tokens' logits far below), at that shape's cost.")
+
+
+def calibrated_notes(m: dict) -> list[str]:
+    """The calibrated off-chain pair's manifest (scripts/offchain/calibrated_pair.py): what it is and the
+    analytic tokens per round its prompts should give, to read the measured ones against."""
+    plan, fig = m["plan"], m["figures"]
+    first = (f"The calibrated off-chain pair (`scripts/offchain/calibrated_pair.py`), constructed by hand, not trained: "
+             f"block {plan['block']}, a drafter right at its first choice with probability {plan['rank_probs'][0]:.3f} "
+             f"at every depth, geometric tail a = {plan['tail']}, so DFLASH's chain accepts {fig['ring']['DFLASH']} "
+             f"tokens per round over the ring (published DFLASH: {plan['dflash_tau']}); the target counts on a ring "
+             f"of 64 tokens.") + _widened_note(m)
+    bench = "; ".join(f"batch {b}: " + ", ".join(f"{c} {v}" for c, v in row.items()) for b, row in fig["bench"].items())
+    return [first, f"Analytic tokens per round on these prompts (T=0, what spec_accept_length should read): {bench}. "
+                   f"Over the ring: {', '.join(f'{c} {v}' for c, v in fig['ring'].items())}."]
+
+
 def pair_notes(pair: Path) -> list[str]:
     m = json.loads((pair / "manifest.json").read_text())
+    if "figures" in m:
+        return calibrated_notes(m)
     s = m["sizes"]
     est = m["held_out_estimate"]
     first = (f"`scripts/train/pair.py` ({m['command']}), seed {m['seed']}, {m['seconds']} s on {m['device']}: "
@@ -483,12 +509,7 @@ def pair_notes(pair: Path) -> list[str]:
     if m["sizes"].get("draft_labels") == "greedy" and "greedy_data" in m["draft"]:
         first += (f" The drafter trained on {m['draft']['greedy_data']['rows_done']} of the target's own greedy "
                   f"continuations.")
-    if "widened" in m:
-        w, hd = m["widened"]["shape"], m["widened"]["head_dim"]
-        first += (f" Then widened by `scripts/train/widen.py` to hidden {w['hidden']}, MLP {w['inter']}, "
-                  f"{w['layers']} target layers ({w['heads']} x {hd} query / {w['kv_heads']} x {hd} KV heads), vocab "
-                  f"{w['vocab']}, a {w['draft_layers']}-layer drafter: the same function (the trained weights in "
-                  f"the first dims, every other weight zero, new tokens' logits far below), at that shape's cost.")
+    first += _widened_note(m)
     if "error" in est:
         return [first, f"Offline acceptance estimate failed: {est['error']}"]
     return [first,

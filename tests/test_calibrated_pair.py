@@ -179,3 +179,18 @@ def test_the_bench_report_says_the_pair_is_constructed_and_gives_its_analytic_fi
     first, second = e2e.pair_notes(tmp_path)
     assert "constructed by hand, not trained" in first and "accepts 7.7969 tokens per round" in first
     assert "hidden 4096" in first and "batch 1: DFLASH 7.1111, DDTREE_b16 7.1111" in second
+
+
+def test_the_seed_settles_every_dflash_walk_on_one_cycle_near_7_79() -> None:
+    """oracle.CALIBRATED_SEED's claim: from every ring bonus, DFLASH's walk (bonus -> bonus + tokens
+    emitted) ends on the same cycle of 33 rounds over 4 laps of the ring (7.76 tokens per round)."""
+    step = {b: len(acceptance.dflash_round(_prev(b), b, PLAN).emitted) for b in RING}
+    cycles = set()
+    for start in RING:
+        seen, b = [], start
+        while b not in seen:
+            seen.append(b)
+            b = oracle.RING_START + (b - oracle.RING_START + step[b]) % oracle.RING
+        cycles.add(frozenset(seen[seen.index(b):]))
+    (cycle,) = cycles
+    assert len(cycle) == 33 and sum(step[b] for b in cycle) == 4 * oracle.RING

@@ -20,6 +20,10 @@ to the block token k positions back: at block position k that is the bonus, else
 everywhere else. Filler dimensions (not read by the lm_head) fix the final RMS at 1, so the logits
 are exact bf16 values.
 
+A `Plan` parameterises the draft (block and heads, the true token's rank frequencies, the draft's
+planned probabilities); the default is the oracle described above, `calibrated_plan()` a 15-depth
+drafter calibrated to DFLASH's published 7.79 tokens per round (scripts/offchain/calibrated_pair.py).
+
 Pure torch; `scripts/offchain/make_models.py` writes the files, `scripts/offchain/acceptance.py` predicts acceptance.
 """
 

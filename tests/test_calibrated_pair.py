@@ -194,3 +194,56 @@ def test_the_seed_settles_every_dflash_walk_on_one_cycle_near_7_79() -> None:
         cycles.add(frozenset(seen[seen.index(b):]))
     (cycle,) = cycles
     assert len(cycle) == 33 and sum(step[b] for b in cycle) == 4 * oracle.RING
+
+
+@pytest.mark.slow
+def test_the_written_pair_loads_in_transformers_and_sglang(tmp_path: Path, release_site) -> None:
+    """The written folders in a release's CPU venv (tests/cpu_serverargs/oracle_probe.py, as for the
+    default oracle): transformers' Qwen3 follows the rule and needs the ancestor mask on a tree, SGLang
+    parses the 16-block draft and its 16 heads, every weight name is used."""
+    import os
+
+    from kernels import build_tree
+    from tests.cpu_serverargs.venv_builder import ensure_venv
+    from tests.sglang_releases import release_metadata
+
+    site = release_site("0.5.15")
+    python = ensure_venv("0.5.15", release_metadata(site, "0.5.15"))
+    gpurig = next((d / "shared" / "gpurig" / "models" for d in (REPO.parent, REPO.parent.parent)
+                   if (d / "shared" / "gpurig" / "models").is_dir()), REPO / "shared" / "gpurig" / "models")
+    if not (gpurig / "target" / "config.json").exists():
+        pytest.skip(f"no gpurig model templates at {gpurig}")
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONNOUSERSITE": "1", "HF_HUB_OFFLINE": "1"}
+    pair = tmp_path / "pair"
+    made = subprocess.run([str(python), "-m", "scripts.offchain.calibrated_pair", str(pair), "--template", str(gpurig)],
+                          capture_output=True, text=True, env=env, timeout=900, cwd=REPO)
+    assert made.returncode == 0, made.stderr[-4000:]
+    manifest = json.loads((pair / "manifest.json").read_text())
+    assert manifest["sha256"]["draft/model.safetensors"] == hashlib.sha256(
+        (pair / "draft" / "model.safetensors").read_bytes()).hexdigest()
+    assert len(json.loads((pair / "prompts.json").read_text())) == oracle.RING
+    probe_dir = tmp_path / "probe"  # the probe reads the default oracle's folder names
+    probe_dir.mkdir()
+    (probe_dir / "target_offchain").symlink_to(pair / "target")
+    (probe_dir / "draft_offchain").symlink_to(pair / "draft")
+    context = [40, 41, 70, 71]
+    bonus = oracle.target_next(context[-2], context[-1])
+    tree = build_tree(oracle.draft_logits(bonus, PLAN)[None], 32)
+    tokens = tree.tokens[0].tolist()
+    tokens[0] = bonus
+    prompts = [[70, 71], [127, 64], calibrated_pair.prompt(5)[:40]]
+    case = {"prompts": prompts, "max_new": 24,
+            "tree": {"context": context, "tokens": tokens, "parent": tree.parent[0].tolist(), "depth": tree.depth[0].tolist()}}
+    done = subprocess.run([str(python), str(REPO / "tests" / "cpu_serverargs" / "oracle_probe.py"), str(probe_dir),
+                           json.dumps(case)], capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["outputs"] == [oracle.continuation(p, 24) for p in prompts]
+    want = [oracle.target_next(context[-1] if q < 0 else tokens[q], -1) for q in tree.parent[0].tolist()]
+    assert report["tree_ancestor"] == want and report["tree_causal"] != want
+    assert report["draft"] == {"block_size": 16, "mask_token_id": manifest["mask_token_id"],
+                               "target_layer_ids": oracle.CAPTURE_LAYERS}
+    assert report["key_mismatch"] == {"target_missing": [], "target_unused": [], "draft_missing": [], "draft_unused": []}
+    heads = [oracle.HIDDEN, 16, 16, oracle.HEAD_DIM]
+    assert report["sglang_model_config"] == {"target": ["Qwen3ForCausalLM", *heads, oracle.VOCAB],
+                                             "draft": ["DFlashDraftModel", *heads, oracle.DRAFT_LAYERS]}

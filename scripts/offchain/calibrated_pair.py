@@ -1,10 +1,10 @@
 """The calibrated off-chain pair: a constructed drafter at DFLASH's published 7.79 tokens per round.
 
-usage: python -m scripts.offchain.calibrated_pair [OUT] [--template DIR] [--dflash-tau 7.79] [--tail 0.8] [--json]
+usage: python -m scripts.offchain.calibrated_pair [OUT --template DIR] [--dflash-tau 7.79] [--tail 0.8] [--json]
   without OUT: print the analytic figures (CPU, about a minute); with OUT: also write the pair folder
   scripts/train/widen.py takes (OUT/target, OUT/draft with the template's tokenizer, OUT/prompts.json,
   OUT/manifest.json with the plan, the figures and sha256 of the weights).
-  DIR (default /work/shared/gpurig/models): gpurig's model folders, whose config.json files are the templates.
+  DIR: gpurig's model folders (its scripts/make_models.py OUTDIR), whose config.json files are the templates.
 
 Why: real DFlash drafters accept 6-8 tokens per round, our trained pairs far fewer; this pair is the
 off-chain oracle (scripts/offchain/oracle.py) with `oracle.calibrated_plan()`: block 16, a draft whose
@@ -35,7 +35,6 @@ from scripts.offchain import acceptance, oracle
 
 PROMPT_LEN, MAX_NEW = 128, 128  # scripts/bench/e2e.py's --prompt-len and --max-new defaults
 BENCH_BATCHES = (1, 4, 16, 64)
-TEMPLATE = Path("/work/shared/gpurig/models")
 CONFIGS = ("DFLASH",) + tuple(f"DDTREE_b{b}" for b in oracle.CALIBRATED_BUDGETS)
 
 
@@ -152,11 +151,13 @@ def write_pair(out: Path, template: Path, plan: oracle.Plan, fig: dict, meta: di
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", type=Path, nargs="?", help="write the pair here (else print the figures only)")
-    ap.add_argument("--template", type=Path, default=TEMPLATE, help="gpurig's model folders (target/, draft/)")
+    ap.add_argument("--template", type=Path, help="gpurig's model folders (target/, draft/); needed with OUT")
     ap.add_argument("--dflash-tau", type=float, default=PAPER["dflash_tau"])
     ap.add_argument("--tail", type=float, default=0.8, help="the draft's tail ratio a (calibrated_tree.py)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
+    if a.out and not a.template:
+        ap.error("writing a pair needs --template DIR (gpurig's scripts/make_models.py output)")
     plan = oracle.calibrated_plan(a.dflash_tau, a.tail)
     fig = figures(plan, a.tail)
     if a.out:

@@ -58,13 +58,12 @@ GDN_REASON = (
     "a tree (SGLang's EAGLE-tree path: each node's short convolution along its path and its recurrent state "
     "from its parent's, one dense conv window per verify row), hands it the tree's first-child / next-sibling "
     "links, and commits the last accepted node's state and window (patches/tree_recurrence.py). Exact on "
-    "SGLang's own backend, pool and GDN kernel on a CPU, 0.5.14-0.5.18 "
-    "(tests/test_tree_recurrence_backend_sglang.py); Triton GDN kernels and a fixed budget only; refused on "
-    "0.5.11-0.5.13 and 0.5.19+ (not checked)"
+    "SGLang's own backend, pool and GDN kernel on a CPU (tests/test_tree_recurrence_backend_sglang.py); "
+    "SGLang 0.5.14+, Triton GDN kernels and a fixed budget only"
 )
-_GDN_CPU = ("CPU only, not run on a GPU: SGLang 0.5.14-0.5.18's hybrid linear-attention backend, Mamba pool and "
-            "GDN verify kernel (interpreted; the short-convolution update stood in by torch) give every tree node "
-            "its path's output and commit the last accepted node's state "
+_GDN_CPU = ("CPU only, not run on a GPU: SGLang's hybrid linear-attention backend, Mamba pool and GDN verify kernel "
+            "(interpreted; the short-convolution update stood in by torch) give every tree node its path's output "
+            "and commit the last accepted node's state, on 0.5.14-0.5.16 and 0.5.18-0.5.23 "
             "(tests/test_tree_recurrence_backend_sglang.py)")
 
 

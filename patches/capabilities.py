@@ -63,7 +63,7 @@ CAPABILITIES: dict[str, Capability] = {c.name: c for c in (
         "targets with Mamba / linear attention / GDN or sliding-window layers",
         "a tree verify needs each node's window along its path and each node's recurrent state from "
         "its parent's: the first is applied on triton from SGLang 0.5.14 (tree_window.py); the second "
-        "for Gated DeltaNet layers on SGLang 0.5.14-0.5.18, through SGLang's EAGLE-tree GDN path "
+        "for Gated DeltaNet layers from SGLang 0.5.14, through SGLang's EAGLE-tree GDN path "
         "(tree_recurrence.py), so those targets are served there; other recurrent layers (Mamba2, "
         "KDA, lightning) are refused (architectures.py says why per kind); "
         "--speculative-ddtree-allow-hybrid-unsafe runs DFlash's chain handling anyway",

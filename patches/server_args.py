@@ -43,9 +43,6 @@ GDN_KIND = "Gated DeltaNet layers"
 # Targets whose recurrent layers are SGLang's Gated DeltaNet (its GDNAttnBackend: `hybrid_gdn_config`),
 # which DDTREE runs as a tree (tree_recurrence.py); other recurrent layers stay RECURRENT_KIND.
 _GDN_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
-# From SGLang 0.5.19 the record resolves through published runtime-context bags (`resolving_view`);
-# DDTREE's GDN tree verify is checked against SGLang's own backend and pool on 0.5.14-0.5.18 only.
-RESOLVING_VIEW_MODULE = "sglang.srt.arg_groups.model_override_base"
 SLIDING_WINDOW_KIND = "sliding-window attention layers"
 # The spec-v2 DFlash worker (SGLang 0.5.14+) is built before the target's attention backend, so the
 # DDTree worker can wrap the Triton kernel the backend binds (tree_window.install).
@@ -288,30 +285,19 @@ def has_gdn_layers(server_args: Any) -> bool:
     return GDN_KIND in hybrid_target_kinds(_model_config(server_args).hf_config)
 
 
-def resolves_through_bags() -> bool:
-    """The installed SGLang resolves its config through published bags (0.5.19+)."""
-    try:
-        return importlib.util.find_spec(RESOLVING_VIEW_MODULE) is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def gdn_refusal(server_args: Any) -> Optional[str]:
     """Why this server cannot run each GDN node from its parent's state (None: it can)."""
     view = _resolved(server_args)
     if not has_spec_v2_worker():
         return ("this SGLang's DFlash worker (0.5.11-0.5.13) is built after the target's Mamba pool and attention "
                 "backends, too late to build them for a tree; SGLang 0.5.14+ is needed")
-    if resolves_through_bags():
-        return ("DDTREE's GDN tree verify is checked on SGLang 0.5.14-0.5.18 only, and this SGLang (0.5.19+) "
-                "builds its linear-attention backend from published config bags, which that check does not cover")
     kernels = {getattr(view, f"linear_attn{mode}_backend", None) for mode in ("", "_decode", "_prefill")} - {None}
     if kernels - {"triton"}:
         return (f"--linear-attn-*-backend {', '.join(sorted(kernels - {'triton'}))}: only SGLang's Triton GDN "
                 "verify kernel runs a tree (FlashInfer's takes a chain only)")
     if is_auto(getattr(view, "speculative_ddtree_budget", None)):
-        return ("--speculative-ddtree-budget auto verifies at several widths, whose graphs share the linear "
-                "backend's buffers; not checked, use a fixed budget")
+        return ("--speculative-ddtree-budget auto: with CUDA graphs it verifies on a per-width attention backend, "
+                "not the one DFlash's recurrent-state commit reads, and it is not checked on GDN; use a fixed budget")
     return None
 
 
@@ -328,8 +314,8 @@ def check_hybrid_target(server_args: Any) -> None:
                            "DDTREE drives for Gated DeltaNet (Qwen3-Next, Qwen3.5) only")
         elif kind == GDN_KIND:
             if (why := gdn_refusal(server_args)) is not None:
-                reasons.append(f"{kind}: each node runs from its parent's state through SGLang's EAGLE-tree path, "
-                               f"and {why}")
+                reasons.append(f"{kind}: DDTREE runs each tree node from its parent's recurrent state with SGLang "
+                               f"0.5.14+, Triton GDN kernels and a fixed budget, and {why}")
         elif (why := sliding_window_refusal(server_args)) is not None:
             reasons.append(f"{kind}: each node's window along its tree path is applied on "
                            f"--attention-backend {', '.join(SWA_TREE_BACKENDS)} with SGLang 0.5.14+, and {why}")

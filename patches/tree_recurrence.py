@@ -12,7 +12,8 @@ backends, EAGLE's own buffers) must keep seeing no EAGLE tree:
 - `MambaPool.__init__(speculative_eagle_topk=...)`: <= 1 on CUDA stores the per-row conv windows
   deduplicated (overlapping as along a chain), which a tree's windows are not.
 `install` wraps just those two so they see a tree's topk; it must run before the target's pool and
-attention backends are built, which SGLang 0.5.14-0.5.23 do after the draft (DDTree) worker exists.
+attention backends are built, which SGLang 0.5.14-0.5.23 do after the draft (DDTree) worker exists
+(0.5.23 reads its topk from the published config, still inside that constructor).
 
 After a round, DFlash's commit (`_update_target_mamba_state_after_verify`) asks the backend to keep
 the state at verify row `accepted length` (and, for the prefix cache, at a row `steps` along the

@@ -167,7 +167,7 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
     @staticmethod
     def _build_target_recurrence_for_trees(target_worker) -> None:
         """GDN target: its Mamba pool and linear-attention backend are built for a tree (tree_recurrence.py),
-        which works only while neither exists yet (SGLang 0.5.14-0.5.18 build both after this worker)."""
+        which works only while neither exists yet (SGLang 0.5.14-0.5.23 build both after this worker)."""
         runner = getattr(target_worker, "model_runner", None)
         if getattr(runner, "req_to_token_pool", None) is not None or getattr(runner, "attn_backend", None) is not None:
             raise RuntimeError("DDTREE: the target's Mamba pool or attention backend was built before the DDTree "

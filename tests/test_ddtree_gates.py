@@ -181,12 +181,11 @@ def test_recurrent_targets_are_refused(name):
 
 
 @pytest.mark.parametrize("name", sorted(GDN))
-def test_gdn_targets_are_served_on_spec_v2_releases_up_to_0_5_18(name, monkeypatch):
+def test_gdn_targets_are_served_on_spec_v2_releases(name, monkeypatch):
     """Served where the DDTree worker builds the target's Mamba pool and linear backend for a tree
-    (spec-v2 worker, checked on 0.5.14-0.5.18) with SGLang's Triton GDN kernels and a fixed budget;
-    refused elsewhere, naming the layers and why."""
+    (spec-v2 worker, 0.5.14+) with SGLang's Triton GDN kernels and a fixed budget; refused elsewhere,
+    naming the layers and why."""
     monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: True)
-    monkeypatch.setattr(server_args, "resolves_through_bags", lambda: False)
     validate_ddtree_server_args(make_args(hf_config=GDN[name]))
     refused = {"flashinfer": dict(linear_attn_decode_backend="flashinfer"),
                "budget auto": dict(speculative_ddtree_budget="auto")}
@@ -194,9 +193,6 @@ def test_gdn_targets_are_served_on_spec_v2_releases_up_to_0_5_18(name, monkeypat
         with pytest.raises(DDTreeArgumentError, match=f"Gated DeltaNet layers.*{why}") as err:
             validate_ddtree_server_args(make_args(hf_config=GDN[name], **overrides))
         assert "\n" not in str(err.value)
-    monkeypatch.setattr(server_args, "resolves_through_bags", lambda: True)
-    with pytest.raises(DDTreeArgumentError, match="Gated DeltaNet layers.*0.5.14-0.5.18 only"):
-        validate_ddtree_server_args(make_args(hf_config=GDN[name]))
     monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: False)
     with pytest.raises(DDTreeArgumentError, match="Gated DeltaNet layers.*0.5.11-0.5.13"):
         validate_ddtree_server_args(make_args(hf_config=GDN[name]))

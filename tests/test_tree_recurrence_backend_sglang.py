@@ -1,5 +1,5 @@
-"""Gated DeltaNet target verify through SGLang's own hybrid linear-attention backend and Mamba pool (0.5.15)
-on a CPU: `HybridLinearAttnBackend` over a real `GDNAttnBackend`, built on a real `HybridReqToTokenPool`
+"""Gated DeltaNet target verify through SGLang's own hybrid linear-attention backend and Mamba pool
+(0.5.14-0.5.23) on a CPU: `HybridLinearAttnBackend` over a real `GDNAttnBackend`, built on a real `HybridReqToTokenPool`
 (its `MambaPool` with the verify caches), its target-verify metadata and `forward_extend` for one GDN
 layer, fed DDTree's verify input for a tree wider than itself (padding rows), then SGLang's commit
 (`update_mamba_state_after_mtp_verify`, its Triton scatter kernels). Each node's output is compared
@@ -11,26 +11,30 @@ unwired (DDTREE before: the chain path) outputs, state and window differ, and a 
 accepted length instead of the last node's row differs even after an exact verify.
 
 Stand-ins: the short-convolution update (GPU-only Triton kernel; tests/gdn_conv_stand_in.py), the
-model runner's fields and the full-attention backend (no full-attention layer runs), the pool's
-verify caches allocated on the CPU (it names "cuda"), and the scatter launchers' CUDA-device check
-(their kernels run interpreted). The GDN recurrence is SGLang's own Triton kernel, interpreted.
+model runner's and forward batch's fields, one rank (no batch padding), the full-attention backend (no
+full-attention layer runs), the pool's verify caches allocated on the CPU (it names "cuda"), and the
+scatter launchers' CUDA-device check (their kernels run interpreted). The server's arguments are
+SGLang's own, from a tiny Qwen3-Next config, published as its config bags where the release has them.
+The GDN recurrence is SGLang's own Triton kernel, interpreted.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from tests.cpu_serverargs.venv_builder import runtime_releases
 from tests.release_probe import run_probe
 
 pytestmark = pytest.mark.heavy  # runs SGLang's own code in its CPU venv, in a subprocess
 
-# 0.5.23 builds its backends from published runtime-context bags (get_spec, get_memory, get_exec) and
-# routes tree verify through a separate kernel; these stand-ins do not publish them
-VERSIONS = ("0.5.14", "0.5.15", "0.5.16", "0.5.18")
+# every spec-v2 release with a CPU venv recipe (0.5.17 has none); a release whose venv is not built is skipped
+VERSIONS = runtime_releases(("0.5.14", "0.5.15", "0.5.16", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23"))
 
 PROBE = r"""
-import json, sys, types
+import json, sys
 from pathlib import Path
+import torchvision_stand_in
+torchvision_stand_in.install(("uvicorn", "fastapi", "uvloop", "starlette"))  # 0.5.23 imports its HTTP server at load
 from types import SimpleNamespace as NS
 import torch
 import torch.nn.functional as F
@@ -58,6 +62,22 @@ from sglang.srt.mem_cache import memory_pool
 from sglang.srt.model_executor.forward_batch_info import ForwardMode
 
 gdn_backend.causal_conv1d_update = gdn_conv_stand_in.causal_conv1d_update  # the GPU-only kernel (module doc)
+# the server's arguments, from a tiny Qwen3-Next config; 0.5.18+ publish them as config bags, which 0.5.23's
+# backends read
+import tempfile
+from scripts.gpu import make_arch_models
+from sglang.srt.server_args import ServerArgs
+folder = Path(tempfile.mkdtemp()) / "target_gdn"
+folder.mkdir()
+(folder / "config.json").write_text(json.dumps(dict(make_arch_models.CONFIGS["gdn"], eos_token_id=1, pad_token_id=0)))
+args = ServerArgs(model_path=str(folder), device="cpu", attention_backend="triton", linear_attn_backend="triton",
+                  disable_radix_cache=True)
+try:
+    from sglang.srt.runtime_context import publish
+except ImportError:
+    pass
+else:
+    publish(args, role="test")
 from contextlib import contextmanager, nullcontext
 
 @contextmanager
@@ -100,25 +120,31 @@ history = torch.randn(bs, conv_dim, WIDTH - 1)
 cache.temporal[0, slots] = h0
 cache.conv[0][0, slots] = history
 
-try:  # 0.5.18: the runner carries its linear-attention kernel choice; one rank, no batch padding
+try:  # 0.5.18+: the runner carries its linear-attention kernel choice; one rank, no batch padding
     from sglang.srt.layers.attention.linear.utils import LinearAttnBackends, LinearAttnKernelBackend
     kernels = {"linear_attn_backends": LinearAttnBackends(*[LinearAttnKernelBackend.TRITON] * 3)}
     import sglang.srt.utils.common as common
-    common.get_eager_max_batch_size = lambda server_args, size: size
+    common.get_eager_max_batch_size = lambda *args: args[-1]  # (server_args,) size: no padding
 except ImportError:
     kernels = {}
-runner = NS(device="cpu", is_draft_worker=False, req_to_token_pool=pool, token_to_kv_pool=None,
-            server_args=NS(speculative_eagle_topk=None, enable_unified_memory=False), **kernels)
+runner = NS(device="cpu", is_draft_worker=False, req_to_token_pool=pool, token_to_kv_pool=None, server_args=args,
+            **kernels)
 linear = gdn_backend.GDNAttnBackend(runner)
-full = NS(token_to_kv_pool=None, req_to_token_pool=pool, needs_cpu_seq_lens=False, init_forward_metadata=lambda fb: None)
+full = NS(token_to_kv_pool=None, req_to_token_pool=pool, needs_cpu_seq_lens=False, kv_index_translator=None,
+          init_forward_metadata=lambda fb: None)
 backend = hlab.HybridLinearAttnBackend(full, linear, full_attn_layers=[1])
 
 prefix = torch.tensor([5, 9])
 verify = DDTreeVerifyInput.from_tree(pad_tree(tree, verify_width), torch.tensor([7, 8]), prefix, int(prefix.sum()),
                                      recurrent_links=WIRED)
-batch = NS(batch_size=bs, forward_mode=ForwardMode.TARGET_VERIFY, req_pool_indices=torch.arange(bs),
+class Fields(NS):  # the forward batch's other fields (0.5.23 reads more of them) at their default, None
+    def __getattr__(self, name):
+        return None
+
+batch = Fields(batch_size=bs, forward_mode=ForwardMode.TARGET_VERIFY, req_pool_indices=torch.arange(bs),
            input_ids=verify.draft_token, spec_info=verify, seq_lens=prefix, seq_lens_cpu=prefix,
-           mamba_track_indices=None, mamba_track_mask=None, _original_batch_size=None)
+           mamba_track_indices=None, mamba_track_mask=None, _original_batch_size=None,
+           logical_forward_mode=ForwardMode.TARGET_VERIFY)  # 0.5.23: the mode its metadata plans for
 backend.init_forward_metadata(batch)
 layer = NS(layer_id=0, conv_weights=torch.randn(conv_dim, WIDTH), bias=None, activation="silu", q_dim=H * K,
            k_dim=H * K, v_dim=HV * V, num_q_heads=H, num_k_heads=H, num_v_heads=HV, head_q_dim=K, head_k_dim=K,

@@ -449,6 +449,7 @@ AUTO_AND_PROOF = (
 WINDOW = ("tests/test_kernels_tree_window.py",)
 WINDOW_SGLANG = ("tests/test_tree_window_sglang.py",)
 RECURRENCE = ("tests/test_kernels_tree_recurrence.py",)
+GDN_BACKEND = "tests/test_tree_recurrence_backend_sglang.py::"  # SGLang's own GDN backend and pool (heavy)
 HYBRID = (
     Mutant("hybrid: the window measured from the verify row, not along the path", "kernels/tree_window_reference.py",
            "            query = length + depth[b]\n", "            query = length + torch.arange(n, device=parent.device)\n",
@@ -480,6 +481,24 @@ HYBRID = (
            RECURRENCE),
     Mutant("hybrid: the convolution reads the inputs in node order, not along the path",
            "kernels/tree_recurrence_reference.py", "x[b, path[::-1]]", "x[b, :i + 1]", RECURRENCE),
+    Mutant("hybrid: DDTree's verify input drops the tree's links for GDN layers", "patches/tree_verify.py",
+           "tree_links(tree.first_child, tree.next_sibling) if recurrent_links else (None, None)",
+           "(None, None)", (GDN_BACKEND + "test_wired_every_node_equals_its_path_decoded_alone[0.5.15]",)),
+    Mutant("hybrid: the linear-attention backend keeps its chain verify", "patches/tree_recurrence.py",
+           "        self.topk = _at_least_tree(self.topk)\n", "        self.topk = self.topk\n",
+           (GDN_BACKEND + "test_wired_every_node_equals_its_path_decoded_alone[0.5.15]",)),
+    Mutant("hybrid: the Mamba pool keeps a chain's overlapping conv windows", "patches/tree_recurrence.py",
+           "speculative_eagle_topk=_at_least_tree(speculative_eagle_topk)",
+           "speculative_eagle_topk=speculative_eagle_topk",
+           (GDN_BACKEND + "test_wired_the_commit_keeps_the_last_accepted_nodes_state_and_window[0.5.15]",)),
+    Mutant("hybrid: the recurrent commit at the accepted length, not the last accepted node", "patches/tree_recurrence.py",
+           "    rows = accepted_idx.gather(1, steps.clamp(min=0).to(torch.int64)[:, None])[:, 0]\n",
+           "    rows = steps.clamp(min=0)\n",
+           ("tests/test_tree_recurrence_commit.py",
+            GDN_BACKEND + "test_wired_the_commit_keeps_the_last_accepted_nodes_state_and_window[0.5.15]",
+            GDN_BACKEND + "test_wired_the_prefix_cache_tracks_the_node_at_its_step[0.5.15]")),
+    Mutant("hybrid: GDN targets admitted with FlashInfer's chain-only GDN verify kernel", "patches/server_args.py",
+           '    if kernels - {"triton"}:\n', "    if False:\n", ("tests/test_ddtree_gates.py",)),
     Mutant("hybrid: MLA targets admitted on MLA backends that verify without the mask", "patches/server_args.py",
            "    if backend in MLA_REFUSED_BACKENDS and is_mla_target(", "    if False and is_mla_target(",
            ("tests/test_architectures.py",)),

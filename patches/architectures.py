@@ -9,6 +9,8 @@ Status:
 - "served": the gates admit it and its target verify applies the tree mask on `backends` (and, for GDN
   layers, each node's recurrent state from its parent's); `checked` says where greedy DDTREE == plain
   decoding, or each node's exactness, was shown (or "not run yet").
+- "opt-in": refused at start until a whole DDTree round has run on it; its tree path is built and each
+  piece is shown exact (`checked`), and `--speculative-ddtree-allow-hybrid-unsafe` runs that path.
 - "forced": refused at start; `--speculative-ddtree-allow-hybrid-unsafe` runs it with DFlash's
   chain handling of the hybrid layers, not exact (`reason`).
 No SGLang import: read by the runtime, the tests and the docs alike.
@@ -19,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Status = Literal["served", "forced"]
+Status = Literal["served", "opt-in", "forced"]
 
 # Backends whose target verify applies DDTree's tree mask for a multi-head (MHA / GQA) target
 # (capabilities.TREE_MASK_ATTENTION_BACKENDS) and, below, for an MLA target (SGLang 0.5.15's code).
@@ -59,7 +61,8 @@ GDN_REASON = (
     "from its parent's, one dense conv window per verify row), hands it the tree's first-child / next-sibling "
     "links, and commits the last accepted node's state and window (patches/tree_recurrence.py). Exact on "
     "SGLang's own backend, pool and GDN kernel on a CPU (tests/test_tree_recurrence_backend_sglang.py); "
-    "SGLang 0.5.14+, Triton GDN kernels and a fixed budget only"
+    "SGLang 0.5.14+, Triton GDN kernels and a fixed budget only. No whole DDTree round has run on a GDN "
+    "target yet (neither a CPU round harness nor a GPU), so it is opt-in until one has"
 )
 _GDN_CPU = ("CPU only, not run on a GPU: SGLang's hybrid linear-attention backend, Mamba pool and GDN verify kernel "
             "(interpreted; the short-convolution update stood in by torch) give every tree node its path's output "
@@ -83,8 +86,8 @@ class Architecture:
 
     @property
     def backends(self) -> tuple[str, ...]:
-        """Attention backends DDTREE accepts for it (none when refused)."""
-        if self.status != "served":
+        """Attention backends DDTREE accepts for it (none when refused; an opt-in row's when opted in)."""
+        if self.status == "forced":
             return ()
         if self.window:
             return SWA_TREE_BACKENDS
@@ -128,11 +131,11 @@ ARCHITECTURES: tuple[Architecture, ...] = (
                  {"architectures": ["Gemma4ForCausalLM"], "sliding_window": 1024,
                   "layer_types": ["sliding_attention", "full_attention"]}, window=True,
                  checked=_SWA_CPU + "; not run on a GPU"),
-    Architecture("qwen3_next", "Qwen3-Next", "Qwen3-Next-80B-A3B", "Gated DeltaNet + full attention, MoE", "served",
+    Architecture("qwen3_next", "Qwen3-Next", "Qwen3-Next-80B-A3B", "Gated DeltaNet + full attention, MoE", "opt-in",
                  GDN_REASON, {"architectures": ["Qwen3NextForCausalLM"], "linear_num_value_heads": 32,
                               "layer_types": ["linear_attention", "full_attention"]}, gdn=True, checked=_GDN_CPU),
     Architecture("qwen3_5", "Qwen3.5 / Qwen3.6", "Qwen3.5 4B-122B, Qwen3.6", "Gated DeltaNet + full attention",
-                 "served", GDN_REASON, {"architectures": ["Qwen3_5ForConditionalGeneration"],
+                 "opt-in", GDN_REASON, {"architectures": ["Qwen3_5ForConditionalGeneration"],
                                         "linear_num_value_heads": 32,
                                         "layer_types": ["linear_attention", "full_attention"]}, gdn=True,
                  checked=_GDN_CPU),
@@ -151,8 +154,9 @@ def support_table() -> str:
     """The README's architecture table (markdown), from the rows above."""
     lines = ["| Architecture | Targets | Layers | DDTREE | Backends | Checked |", "|---|---|---|---|---|---|"]
     for r in ARCHITECTURES:
-        verdict = "served" if r.status == "served" else (
-            "refused; runs only with --speculative-ddtree-allow-hybrid-unsafe (not exact)")
+        verdict = {"served": "served",
+                   "opt-in": "opt-in: --speculative-ddtree-allow-hybrid-unsafe (exact in pieces, no whole round run yet)",
+                   "forced": "refused; runs only with --speculative-ddtree-allow-hybrid-unsafe (not exact)"}[r.status]
         lines.append(f"| {r.name} (`{r.model_type}`) | {r.targets} | {r.layers} | {verdict} | "
                      f"{', '.join(r.backends) or '-'} | {r.checked} |")
     return "\n".join(lines)

@@ -285,8 +285,14 @@ def has_gdn_layers(server_args: Any) -> bool:
     return GDN_KIND in hybrid_target_kinds(_model_config(server_args).hf_config)
 
 
+# Why GDN targets are opt-in where everything else admits them (architectures.py: status "opt-in").
+GDN_NOT_RUN = ("no whole DDTree round has run on a GDN target yet (each piece is exact through SGLang's own "
+               "backend, pool and kernel on a CPU), so the tree path runs only when opted in")
+
+
 def gdn_refusal(server_args: Any) -> Optional[str]:
-    """Why this server cannot run each GDN node from its parent's state (None: it can)."""
+    """Why this server cannot run each GDN node from its parent's state (None: it can, once opted in:
+    GDN_NOT_RUN)."""
     view = _resolved(server_args)
     if not has_spec_v2_worker():
         return ("this SGLang's DFlash worker (0.5.11-0.5.13) is built after the target's Mamba pool and attention "
@@ -302,9 +308,9 @@ def gdn_refusal(server_args: Any) -> Optional[str]:
 
 
 def check_hybrid_target(server_args: Any) -> None:
-    """Refuse the layer kinds a tree verify here would get wrong: recurrent layers other than GDN always, GDN
-    layers where `gdn_refusal` says why, sliding-window layers where `sliding_window_refusal` says why;
-    `--speculative-ddtree-allow-hybrid-unsafe` overrides."""
+    """Refuse the layer kinds a tree verify here would get wrong or has not shown right: recurrent layers other
+    than GDN always, GDN layers unless opted in (`gdn_refusal`, else GDN_NOT_RUN), sliding-window layers where
+    `sliding_window_refusal` says why; `--speculative-ddtree-allow-hybrid-unsafe` overrides."""
     if getattr(server_args, "speculative_ddtree_allow_hybrid_unsafe", False):
         return
     reasons = []
@@ -313,16 +319,15 @@ def check_hybrid_target(server_args: Any) -> None:
             reasons.append(f"{kind}: a tree verify needs each node's recurrent state from its parent's, which "
                            "DDTREE drives for Gated DeltaNet (Qwen3-Next, Qwen3.5) only")
         elif kind == GDN_KIND:
-            if (why := gdn_refusal(server_args)) is not None:
-                reasons.append(f"{kind}: DDTREE runs each tree node from its parent's recurrent state with SGLang "
-                               f"0.5.14+, Triton GDN kernels and a fixed budget, and {why}")
+            reasons.append(f"{kind}: DDTREE runs each tree node from its parent's recurrent state with SGLang "
+                           f"0.5.14+, Triton GDN kernels and a fixed budget, and {gdn_refusal(server_args) or GDN_NOT_RUN}")
         elif (why := sliding_window_refusal(server_args)) is not None:
             reasons.append(f"{kind}: each node's window along its tree path is applied on "
                            f"--attention-backend {', '.join(SWA_TREE_BACKENDS)} with SGLang 0.5.14+, and {why}")
     if reasons:
         raise DDTreeArgumentError(
-            f"DDTREE refuses this target: it has {'; and '.join(reasons)}. Outputs would differ from plain "
-            "decoding. Pass --speculative-ddtree-allow-hybrid-unsafe to run it anyway."
+            f"DDTREE refuses this target: it has {'; and '.join(reasons)}. Output equal to plain decoding's is not "
+            "shown here. Pass --speculative-ddtree-allow-hybrid-unsafe to run it anyway."
         )
 
 

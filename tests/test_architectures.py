@@ -1,5 +1,5 @@
 """The architecture rows (patches/architectures.py) agree with DDTREE's start-up gates: served rows
-pass, forced rows are refused unless forced, and MLA targets are refused on the MLA backends that
+pass, opt-in and forced rows are refused unless forced, and MLA targets are refused on the MLA backends that
 verify without the tree mask, by name."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_each_row_agrees_with_the_gates(row: Architecture) -> None:
         for backend in row.backends:
             validate_ddtree_server_args(_args(row, attention_backend=backend))
     else:
-        assert kinds and not row.backends
+        assert kinds and (row.status == "opt-in") == bool(row.backends)
         with pytest.raises(DDTreeArgumentError, match="--speculative-ddtree-allow-hybrid-unsafe"):
             validate_ddtree_server_args(_args(row))
         validate_ddtree_server_args(_args(row, speculative_ddtree_allow_hybrid_unsafe=True))

@@ -1,7 +1,7 @@
 """The tiny MoE, MLA + MoE, sliding-window (gpt-oss) and GDN (Qwen3-Next) targets of the GPU matrix's `arch`
 suite (scripts/gpu/make_arch_models.py): their configs pass DDTREE's gates as the architecture rows say (the
 MLA one detected as MLA, the gpt-oss one as sliding-window, served on triton only, the Qwen3-Next one as
-Gated DeltaNet), their tensors agree with their configs (gpt-oss, Qwen3-Next: every parameter SGLang
+Gated DeltaNet, opt-in), their tensors agree with their configs (gpt-oss, Qwen3-Next: every parameter SGLang
 0.5.15's loader fills, checked on its real model class on a CPU), the rig's drafter fits them, and every
 DDTREE row has its plain reference."""
 
@@ -25,7 +25,7 @@ def test_configs_pass_the_gates_their_rows_describe(arch: str) -> None:
     config = SimpleNamespace(**mam.CONFIGS[arch])
     row = architecture(ROWS[arch])
     kinds = ([GDN_KIND] if row.gdn else []) + ([SLIDING_WINDOW_KIND] if row.window else [])
-    assert hybrid_target_kinds(config) == kinds and row.status == "served"
+    assert hybrid_target_kinds(config) == kinds and row.status == ("opt-in" if row.gdn else "served")
     assert row.gdn == (arch == "gdn")
     assert is_mla_target(config) == row.mla
     assert row.window == (arch == "swa")
@@ -89,12 +89,14 @@ def test_qwen3_next_alternates_gdn_and_gated_full_attention() -> None:
 
 
 def test_the_gdn_rows_run_sglangs_triton_kernels_plain_included() -> None:
-    """DDTREE verifies a GDN tree with SGLang's Triton GDN kernels only (server_args.gdn_refusal)."""
+    """DDTREE verifies a GDN tree with SGLang's Triton GDN kernels only (server_args.gdn_refusal), and GDN
+    targets are opt-in until a whole round has run (the rows opt in)."""
     rows = [c for c in gpu_matrix.configs((gpu_matrix.ARCH,)) if c["model"] == "gdn"]
     assert {c["algo"] for c in rows} == {"NONE", "DFLASH", "DDTREE"} and len(rows) == 7
     for c in rows:
         assert c["target"].endswith("target_gdn_rand") and isinstance(c.get("budget", 8), int)
         assert c["engine"]["attention_backend"] == "triton" and c["engine"]["linear_attn_backend"] == "triton"
+        assert c["engine"]["speculative_ddtree_allow_hybrid_unsafe"] is True
 
 
 def test_mla_tensors_follow_the_latent_ranks() -> None:

@@ -57,9 +57,11 @@ ARCH_MODELS = ("moe", "mla", "swa", "gdn")  # targets, judged as target_rand is
 # on triton only (patches/architectures.SWA_TREE_BACKENDS), and its bf16 experts run SGLang's Triton
 # fused MoE (without it gpt-oss picks the triton_kernels package's MoE where that is installed). The GDN
 # target (Qwen3-Next) runs SGLang's Triton GDN kernels, the only ones DDTREE verifies a tree with
-# (server_args.gdn_refusal), and triton attention for its full-attention layers.
+# (server_args.gdn_refusal), and triton attention for its full-attention layers; GDN targets are opt-in
+# until a whole round has run on one (architectures.py), so its rows opt in (the flag is DDTREE's only).
 ARCH_ENGINE = {"swa": {"attention_backend": "triton", "moe_runner_backend": "triton"},
-               "gdn": {"attention_backend": "triton", "linear_attn_backend": "triton"}}
+               "gdn": {"attention_backend": "triton", "linear_attn_backend": "triton",
+                       "speculative_ddtree_allow_hybrid_unsafe": True}}
 EAGER_STAGE = "ddtree_b8_struct_cg_eager_stage"
 # What a DDTREE engine's log shows (at warning, the engines' level) when it commits by reordering
 # req_to_token (patches/kv_commit.py).

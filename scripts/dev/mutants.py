@@ -450,6 +450,7 @@ WINDOW = ("tests/test_kernels_tree_window.py",)
 WINDOW_SGLANG = ("tests/test_tree_window_sglang.py",)
 RECURRENCE = ("tests/test_kernels_tree_recurrence.py",)
 GDN_BACKEND = "tests/test_tree_recurrence_backend_sglang.py::"  # SGLang's own GDN backend and pool (heavy)
+RECURRENT_ROUND = ("tests/test_ddtree_round_recurrent.py",)  # whole rounds on a recurrent target
 HYBRID = (
     Mutant("hybrid: the window measured from the verify row, not along the path", "kernels/tree_window_reference.py",
            "            query = length + depth[b]\n", "            query = length + torch.arange(n, device=parent.device)\n",
@@ -497,6 +498,12 @@ HYBRID = (
            ("tests/test_tree_recurrence_commit.py",
             GDN_BACKEND + "test_wired_the_commit_keeps_the_last_accepted_nodes_state_and_window[0.5.15]",
             GDN_BACKEND + "test_wired_the_prefix_cache_tracks_the_node_at_its_step[0.5.15]")),
+    # The worker's glue, over whole rounds on a recurrent target (tests/round_harness/drive_round_recurrent.py).
+    Mutant("hybrid: the worker verifies a GDN target without the tree's links", "patches/worker_v2.py",
+           "recurrent_links=self._tree_recurrence,", "recurrent_links=False,", RECURRENT_ROUND),
+    Mutant("hybrid: the worker commits the recurrent state at the accepted length", "patches/worker_v2.py",
+           "            with steps_as_nodes(target_backend, accepted_idx):\n", "            with nullcontext():\n",
+           RECURRENT_ROUND),
     Mutant("hybrid: GDN targets admitted with FlashInfer's chain-only GDN verify kernel", "patches/server_args.py",
            '    if kernels - {"triton"}:\n', "    if False:\n", ("tests/test_ddtree_gates.py",)),
     Mutant("hybrid: GDN targets served by default before a whole round has run on one", "patches/server_args.py",

@@ -60,6 +60,20 @@ STUB_MODULES = {
         "        pass\n"
     ),
     "sglang/srt/speculative/spec_info.py": "class SpeculativeAlgorithm:\n    DFLASH = 'DFLASH'\n",
+    # The two constructors a GDN target's tree verify wraps (patches/tree_recurrence.py), as their topk reads.
+    "sglang/srt/layers/__init__.py": "",
+    "sglang/srt/layers/attention/__init__.py": "",
+    "sglang/srt/layers/attention/hybrid_linear_attn_backend.py": (
+        "class MambaAttnBackendBase:\n"
+        "    def __init__(self, model_runner):\n"
+        "        self.topk = model_runner.server_args.speculative_eagle_topk or 0\n"
+    ),
+    "sglang/srt/mem_cache/__init__.py": "",
+    "sglang/srt/mem_cache/memory_pool.py": (
+        "class MambaPool:\n"
+        "    def __init__(self, *, speculative_eagle_topk=None):\n"
+        "        self.speculative_eagle_topk = speculative_eagle_topk\n"
+    ),
 }
 
 

@@ -9,7 +9,7 @@ Status:
 - "served": the gates admit it and its target verify applies the tree mask on `backends` (and, for GDN
   layers, each node's recurrent state from its parent's); `checked` says where greedy DDTREE == plain
   decoding, or each node's exactness, was shown (or "not run yet").
-- "opt-in": refused at start until a whole DDTree round has run on it; its tree path is built and each
+- "opt-in": refused at start until a DDTree round has run on a real model of it; its tree path is built and each
   piece is shown exact (`checked`), and `--speculative-ddtree-allow-hybrid-unsafe` runs that path.
 - "forced": refused at start; `--speculative-ddtree-allow-hybrid-unsafe` runs it with DFlash's
   chain handling of the hybrid layers, not exact (`reason`).
@@ -61,8 +61,9 @@ GDN_REASON = (
     "from its parent's, one dense conv window per verify row), hands it the tree's first-child / next-sibling "
     "links, and commits the last accepted node's state and window (patches/tree_recurrence.py). Exact on "
     "SGLang's own backend, pool and GDN kernel on a CPU (tests/test_tree_recurrence_backend_sglang.py); "
-    "SGLang 0.5.14+, Triton GDN kernels and a fixed budget only. No whole DDTree round has run on a GDN "
-    "target yet (neither a CPU round harness nor a GPU), so it is opt-in until one has"
+    "SGLang 0.5.14+, Triton GDN kernels and a fixed budget only. The round's glue runs on a CPU "
+    "round harness with a stand-in recurrent target (tests/test_ddtree_round_recurrent.py), but no round has "
+    "run on a real GDN model yet (no GPU run), so it is opt-in until one has"
 )
 _GDN_CPU = ("CPU only, not run on a GPU: SGLang's hybrid linear-attention backend, Mamba pool and GDN verify kernel "
             "(interpreted; the short-convolution update stood in by torch) give every tree node its path's output "
@@ -155,7 +156,7 @@ def support_table() -> str:
     lines = ["| Architecture | Targets | Layers | DDTREE | Backends | Checked |", "|---|---|---|---|---|---|"]
     for r in ARCHITECTURES:
         verdict = {"served": "served",
-                   "opt-in": "opt-in: --speculative-ddtree-allow-hybrid-unsafe (exact in pieces, no whole round run yet)",
+                   "opt-in": "opt-in: --speculative-ddtree-allow-hybrid-unsafe (exact on a CPU, not yet run on a real model)",
                    "forced": "refused; runs only with --speculative-ddtree-allow-hybrid-unsafe (not exact)"}[r.status]
         lines.append(f"| {r.name} (`{r.model_type}`) | {r.targets} | {r.layers} | {verdict} | "
                      f"{', '.join(r.backends) or '-'} | {r.checked} |")

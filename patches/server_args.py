@@ -286,8 +286,9 @@ def has_gdn_layers(server_args: Any) -> bool:
 
 
 # Why GDN targets are opt-in where everything else admits them (architectures.py: status "opt-in").
-GDN_NOT_RUN = ("no whole DDTree round has run on a GDN target yet (each piece is exact through SGLang's own "
-               "backend, pool and kernel on a CPU), so the tree path runs only when opted in")
+GDN_NOT_RUN = ("no DDTree round has run on a real GDN model yet (on a CPU the pieces are exact through SGLang's own "
+               "backend, pool and kernel, and the round's glue on a stand-in recurrent target), so the tree path "
+               "runs only when opted in")
 
 
 def gdn_refusal(server_args: Any) -> Optional[str]:

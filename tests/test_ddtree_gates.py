@@ -184,10 +184,10 @@ def test_recurrent_targets_are_refused(name):
 def test_gdn_targets_are_opt_in_on_spec_v2_releases(name, monkeypatch):
     """Opt-in where the DDTree worker builds the target's Mamba pool and linear backend for a tree
     (spec-v2 worker, 0.5.14+) with SGLang's Triton GDN kernels and a fixed budget: refused by default
-    because no whole round has run on one; refused elsewhere, naming the layers and why."""
+    because no round has run on a real one; refused elsewhere, naming the layers and why."""
     monkeypatch.setattr(server_args, "has_spec_v2_worker", lambda: True)
     assert server_args.gdn_refusal(make_args(hf_config=GDN[name])) is None
-    with pytest.raises(DDTreeArgumentError, match="Gated DeltaNet layers.*no whole DDTree round has run") as err:
+    with pytest.raises(DDTreeArgumentError, match="Gated DeltaNet layers.*no DDTree round has run on a real GDN model") as err:
         validate_ddtree_server_args(make_args(hf_config=GDN[name]))
     assert "--speculative-ddtree-allow-hybrid-unsafe" in str(err.value)
     validate_ddtree_server_args(make_args(hf_config=GDN[name], speculative_ddtree_allow_hybrid_unsafe=True))

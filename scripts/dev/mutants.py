@@ -506,7 +506,7 @@ HYBRID = (
            RECURRENT_ROUND),
     Mutant("hybrid: GDN targets admitted with FlashInfer's chain-only GDN verify kernel", "patches/server_args.py",
            '    if kernels - {"triton"}:\n', "    if False:\n", ("tests/test_ddtree_gates.py",)),
-    Mutant("hybrid: GDN targets served by default before a whole round has run on one", "patches/server_args.py",
+    Mutant("hybrid: GDN targets served by default before a round has run on a real one", "patches/server_args.py",
            "        elif kind == GDN_KIND:\n", "        elif kind == GDN_KIND and gdn_refusal(server_args):\n",
            ("tests/test_ddtree_gates.py", "tests/test_architectures.py")),
     Mutant("hybrid: MLA targets admitted on MLA backends that verify without the mask", "patches/server_args.py",

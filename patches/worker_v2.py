@@ -285,8 +285,8 @@ class DDTreeWorkerV2(TreeWorkerSetup, DFlashWorkerV2):
         target_backend = self.target_worker.model_runner.attn_backend
         if hasattr(target_backend, "update_mamba_state_after_mtp_verify"):
             # DFlash's commit names steps along the accepted run; the rows holding their states are the
-            # accepted path's nodes (exact for GDN trees; under --speculative-ddtree-allow-hybrid-unsafe the
-            # verify itself ran a chain, so not exact).
+            # accepted path's nodes (exact where the verify ran the GDN tree path; a recurrent target forced
+            # without it, Mamba2 or GDN where gdn_refusal says why, verified a chain: not exact).
             with steps_as_nodes(target_backend, accepted_idx):
                 if MAMBA_COMMIT_TAKES_POST_LENS:
                     self._update_target_mamba_state_after_verify(

@@ -18,6 +18,7 @@ from scripts.offchain import acceptance, calibrated_pair, calibration, make_mode
 from scripts.offchain import reference as ref
 from scripts.train import widen
 from tests.test_bench_e2e import _stand_ins
+from tests.test_offchain_oracle import rule_path
 
 REPO = Path(__file__).resolve().parent.parent
 MASK_ID = 3
@@ -92,18 +93,8 @@ def test_ddtree_gains_with_the_budget_and_no_round_rests_on_a_near_tie() -> None
             base = acceptance.ddtree_round(_prev(bonus), bonus, budget, plan=PLAN).emitted
             noisy = oracle.draft_logits(bonus, PLAN)
             noisy = noisy + 1e-4 * torch.randn(noisy.shape, generator=torch.Generator().manual_seed(bonus)) * (noisy != 0)
-            tree = acceptance.build_tree(noisy[None], budget)
-            path, node = [], 0
-            tokens = tree.tokens[0].tolist()
-            tokens[0] = bonus
-            while True:
-                want = oracle.succ(tokens[node])
-                kids = [c for c in range(1, len(tokens)) if tree.parent[0, c] == node and tokens[c] == want]
-                if not kids:
-                    break
-                node = kids[0]
-                path.append(tokens[node])
-            assert tuple(path) + (oracle.succ(tokens[node]),) == base, (bonus, budget)
+            assert rule_path(acceptance.build_tree(noisy[None], budget), bonus, min(budget, PLAN.depths)) == base, \
+                (bonus, budget)
 
 
 def test_widening_keeps_the_targets_greedy_output_and_the_drafts_logits(weights) -> None:

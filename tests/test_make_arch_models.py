@@ -146,35 +146,49 @@ def test_the_sliding_window_rows_run_on_triton_plain_included() -> None:
     assert not any("moe_runner_backend" in c["engine"] for c in others)
 
 
-LOAD_PROBE = r"""
+_LOAD_HEAD = r"""
 import json, sys, tempfile
 from pathlib import Path
 import torch
 from safetensors.torch import save_file
 from scripts.gpu import make_arch_models as mam
-folder = Path(tempfile.mkdtemp()) / "target_swa_rand"
+folder = Path(tempfile.mkdtemp()) / "target_{arch}_rand"
 folder.mkdir()
-(folder / "config.json").write_text(json.dumps(dict(mam.CONFIGS["swa"], eos_token_id=1, pad_token_id=0)))
-state = mam.weights("swa")
+(folder / "config.json").write_text(json.dumps(dict(mam.CONFIGS["{arch}"], eos_token_id=1, pad_token_id=0)))
+state = mam.weights("{arch}")
 save_file(state, str(folder / "model.safetensors"))
 from sglang.srt.configs.model_config import ModelConfig
 from sglang.srt.distributed import parallel_state as ps
 from sglang.srt.layers.dp_attention import initialize_dp_attention
 from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
-ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method="tcp://127.0.0.1:29547",
+ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method="tcp://127.0.0.1:{port}",
                                 local_rank=0, backend="gloo")
 ps.initialize_model_parallel(1, 1)
-args = ServerArgs(model_path=str(folder), device="cpu", attention_backend="triton", moe_runner_backend="triton")
+args = ServerArgs(model_path=str(folder), device="cpu", attention_backend="triton", {server_args})
 set_global_server_args_for_scheduler(args)
 mc = ModelConfig(str(folder))
 initialize_dp_attention(args, mc)
-from sglang.srt.models.gpt_oss import GptOssForCausalLM
+"""
+_LOAD_MODEL = r"""
+from sglang.srt.models.{module} import {cls}
 torch.set_default_dtype(torch.bfloat16)
-model = GptOssForCausalLM(mc.hf_config)
+model = {cls}(mc.hf_config)
 params = dict(model.named_parameters())
 for p in params.values():
     p.data.fill_(float("nan"))
 model.load_weights(iter(state.items()))
+"""
+
+
+def load_probe(arch: str, port: int, server_args: str, model: str, report: str, before_model: str = "") -> str:
+    """A probe that writes `arch`'s tiny checkpoint, builds SGLang's `model` ("module.Class") on the CPU with
+    every parameter NaN, loads the checkpoint into it and runs `report` (which prints the JSON line)."""
+    module, cls = model.split(".")
+    return (_LOAD_HEAD.format(arch=arch, port=port, server_args=server_args) + before_model
+            + _LOAD_MODEL.format(module=module, cls=cls) + report)
+
+
+LOAD_PROBE = load_probe("swa", 29547, 'moe_runner_backend="triton"', "gpt_oss.GptOssForCausalLM", r"""
 layer = "model.layers.1"
 print(json.dumps({
     "unloaded": [n for n, p in params.items() if torch.isnan(p.float()).any()],
@@ -188,7 +202,7 @@ print(json.dumps({
     "windows": [l.self_attn.attn.sliding_window_size for l in model.model.layers],
     "rope": type(model.model.layers[0].self_attn.rotary_emb).__name__,
 }))
-"""
+""")
 
 
 @pytest.mark.heavy  # SGLang 0.5.15's own gpt-oss model class and loader, in its CPU venv
@@ -205,38 +219,8 @@ def test_gpt_oss_checkpoint_loads_every_parameter_of_sglangs_model(release_site)
     assert out["rope"] == "RotaryEmbedding"  # no YaRN
 
 
-GDN_LOAD_PROBE = r"""
-import json, sys, tempfile
-from pathlib import Path
-import torch
-from safetensors.torch import save_file
-from scripts.gpu import make_arch_models as mam
-folder = Path(tempfile.mkdtemp()) / "target_gdn_rand"
-folder.mkdir()
-(folder / "config.json").write_text(json.dumps(dict(mam.CONFIGS["gdn"], eos_token_id=1, pad_token_id=0)))
-state = mam.weights("gdn")
-save_file(state, str(folder / "model.safetensors"))
-from sglang.srt.configs.model_config import ModelConfig
-from sglang.srt.distributed import parallel_state as ps
-from sglang.srt.layers.dp_attention import initialize_dp_attention
-from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
-ps.init_distributed_environment(world_size=1, rank=0, distributed_init_method="tcp://127.0.0.1:29549",
-                                local_rank=0, backend="gloo")
-ps.initialize_model_parallel(1, 1)
-args = ServerArgs(model_path=str(folder), device="cpu", attention_backend="triton", linear_attn_backend="triton",
-                  disable_radix_cache=True)
-set_global_server_args_for_scheduler(args)
-mc = ModelConfig(str(folder))
-initialize_dp_attention(args, mc)
-from sglang.srt.configs.update_config import adjust_tp_num_heads_if_necessary
-adjust_tp_num_heads_if_necessary(mc.hf_config, 1, True)  # the CPU engine's head counts (configs/update_config.py)
-from sglang.srt.models.qwen3_next import Qwen3NextForCausalLM
-torch.set_default_dtype(torch.bfloat16)
-model = Qwen3NextForCausalLM(mc.hf_config)
-params = dict(model.named_parameters())
-for p in params.values():
-    p.data.fill_(float("nan"))
-model.load_weights(iter(state.items()))
+GDN_LOAD_PROBE = load_probe(
+    "gdn", 29549, 'linear_attn_backend="triton", disable_radix_cache=True', "qwen3_next.Qwen3NextForCausalLM", r"""
 print(json.dumps({
     "unloaded": [n for n, p in params.items() if torch.isnan(p.float()).any()],
     "params": len(params),
@@ -244,7 +228,10 @@ print(json.dumps({
     "conv_exact": torch.equal(params["model.layers.0.linear_attn.conv1d.weight"].to(torch.bfloat16),
                               state["model.layers.0.linear_attn.conv1d.weight"]),
 }))
-"""
+""", before_model=r"""
+from sglang.srt.configs.update_config import adjust_tp_num_heads_if_necessary
+adjust_tp_num_heads_if_necessary(mc.hf_config, 1, True)  # the CPU engine's head counts (configs/update_config.py)
+""")
 
 
 @pytest.mark.heavy  # SGLang 0.5.15's own Qwen3-Next model class and loader, in its CPU venv

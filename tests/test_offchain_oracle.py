@@ -190,6 +190,22 @@ def test_ddtree_beats_dflash_and_leaves_the_chain_at_every_budget() -> None:
         previous = got["mean"]
 
 
+def rule_path(tree, bonus: int, limit: int) -> tuple[int, ...]:
+    """What a round emits on `tree` (root = `bonus`), walked apart from acceptance.py: down the child that holds
+    the rule's next token, at most `limit` nodes, then the token after the last."""
+    tokens = tree.tokens[0].tolist()
+    tokens[0] = bonus
+    node, out = 0, []
+    while len(out) < limit:
+        want = oracle.succ(tokens[node])
+        kids = [c for c in range(1, len(tokens)) if tree.parent[0, c] == node and tokens[c] == want]
+        if not kids:
+            break
+        node = kids[0]
+        out.append(tokens[node])
+    return tuple(out) + (oracle.succ(tokens[node]),)
+
+
 def test_acceptance_is_not_decided_by_a_near_tie() -> None:
     """Each round's accepted path is the same when the draft logits move by 1e-4 (far more than the
     lse rounding between Triton and torch), so the GPU's tree equals the reference's."""
@@ -200,18 +216,8 @@ def test_acceptance_is_not_decided_by_a_near_tie() -> None:
             base = acceptance.ddtree_round(_pred(bonus), bonus, budget).emitted
             for _ in range(2):
                 noisy = logits + (torch.rand(logits.shape, generator=g) - 0.5) * 2e-4 * (logits != 0)
-                tree = build_tree(noisy[None], budget)
-                tokens = tree.tokens[0].tolist()
-                tokens[0] = bonus
-                node, out = 0, []
-                while len(out) < min(budget, oracle.DEPTHS):
-                    want = oracle.succ(tokens[node])
-                    kids = [c for c in range(1, len(tokens)) if tree.parent[0, c] == node and tokens[c] == want]
-                    if not kids:
-                        break
-                    node = kids[0]
-                    out.append(tokens[node])
-                assert tuple(out) + (oracle.succ(tokens[node]),) == base, (bonus, budget)
+                assert rule_path(build_tree(noisy[None], budget), bonus, min(budget, oracle.DEPTHS)) == base, \
+                    (bonus, budget)
 
 
 @pytest.mark.slow
